@@ -1,0 +1,28 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.tree2mat-installed
+DEMO   := build/demo
+
+.PHONY: demo test install clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Train a real model from a seed, convert it, verify it against scikit-learn.
+demo: $(STAMP)
+	@mkdir -p $(DEMO)
+	$(BIN)/python examples/train_demo.py $(DEMO)/model.joblib
+	$(BIN)/tree2mat convert $(DEMO)/model.joblib -o $(DEMO)/model.onnx
+	$(BIN)/tree2mat verify $(DEMO)/model.joblib $(DEMO)/model.onnx --json $(DEMO)/report.json
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .hypothesis

@@ -1,0 +1,251 @@
+"""The ``tree2mat`` command line (packaged as ``tree2mat.cli``): parsing arguments and printing.
+
+Exit codes: 0 success / verification passed; 1 verification failed (the graph does not reproduce
+the model); 2 bad usage or input (unreadable file, wrong shape, unsupported model, bad option,
+unavailable device); 3 internal error (a bug: please report it with ``--debug`` output);
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import typer
+
+from tree2mat import __version__
+from tree2mat._files import atomic_write
+from tree2mat.errors import OptionError, Tree2MatError
+
+FORMAT_CHOICES = ("text", "json", "npz")
+
+app = typer.Typer(
+    name="tree2mat",
+    help="Convert tree models (scikit-learn) to exact ONNX graphs of standard operators, and prove them.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"tree2mat {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show the full traceback on errors."),
+) -> None:
+    """tree2mat: exact decision-machine ONNX graphs for tree models."""
+
+
+def _forms_help() -> str:
+    from tree2mat.forms import FORMS
+
+    return ", ".join(f"{name}{' (exact)' if spec.exact else ''}" for name, spec in FORMS.items())
+
+
+@app.command()
+def convert(
+    model: Path = typer.Argument(..., help="Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, or tree2mat IR .json."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the ONNX file (replaced only on success)."),
+    form: str = typer.Option("sign", "--form", help=f"Graph form: {_forms_help()}."),
+    dtype: str = typer.Option("float32", "--dtype", help="Input dtype: float32 or float64 (float outputs follow it)."),
+    opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset (default: the newest the pinned onnxruntime runs)."),
+    raw: bool = typer.Option(False, "--raw", help="Output the margin before the link (label kept for classifiers)."),
+    leaves: bool = typer.Option(False, "--leaves", help="Add a 'leaves' output [N, trees] with each row's leaf ids."),
+) -> None:
+    """Convert MODEL to an ONNX graph."""
+    import tree2mat
+    from tree2mat.forms import DEFAULT_OPSET
+
+    onx = tree2mat.convert(model, form, dtype=dtype, opset=opset or DEFAULT_OPSET, raw=raw, leaves=leaves)
+    size = tree2mat.save(onx, output)
+    meta = {p.key: p.value for p in onx.metadata_props}
+    outs = ", ".join(_describe(o) for o in onx.graph.output)
+    typer.echo(
+        f"wrote {output} ({_human(size)}): form {form}, {meta['tree2mat.n_trees']} trees, "
+        f"{meta['tree2mat.n_features']} features, opset {onx.opset_import[0].version}, "
+        f"{len(onx.graph.node)} nodes; outputs: {outs}"
+    )
+
+
+@app.command()
+def verify(
+    model: Path = typer.Argument(..., help="The original fitted model file."),
+    onnx_file: Path = typer.Argument(..., metavar="ONNX", help="The ONNX graph to check."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Rows to check (.npy, .npz, .csv, .parquet); default: synthesized."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or all (all available providers)."),
+    rows: int = typer.Option(1000, "--rows", help="Random rows to synthesize (threshold, NaN, inf and extreme rows come on top)."),
+    atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance on values (default: 1e-12 x the model's output scale)."),
+    rtol: float = typer.Option(1e-6, "--rtol", help="Relative tolerance on values."),
+    seed: int = typer.Option(0, "--seed", help="Seed for synthesized rows."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON to this file ('-' for stdout)."),
+) -> None:
+    """Check that ONNX reproduces MODEL: exit 0 pass, 1 mismatch, 2 bad input."""
+    import tree2mat
+
+    report = tree2mat.verify(model, onnx_file, data, device=device, rows=rows, atol=atol, rtol=rtol, seed=seed)
+    if json_out is not None and str(json_out) == "-":
+        typer.echo(report.to_json())
+    else:
+        typer.echo(report.summary())
+        if json_out is not None:
+            _write_text(json_out, report.to_json() + "\n")
+    if not report.passed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def inspect(
+    model: Path = typer.Argument(..., help="Fitted model file."),
+    tree: Optional[int] = typer.Option(None, "--tree", help="Show the matrices of this tree (0-based)."),
+    fmt: str = typer.Option("text", "--format", help="text, json or npz (npz needs -o)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+) -> None:
+    """Summarize MODEL, or print one tree as the papers' matrices (S, t, B, bitvector, v, depth)."""
+    import tree2mat
+    from tree2mat.inspect import matrices_of, summary
+
+    if fmt not in FORMAT_CHOICES:
+        raise OptionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
+    ens = tree2mat.load(model)
+    if tree is None:
+        info = summary(ens)
+        if fmt == "npz":
+            raise OptionError("--format npz needs --tree")
+        text = json.dumps(info, indent=1) if fmt == "json" else _summary_text(info)
+        return _emit(text, output)
+    mats = matrices_of(ens, tree)
+    if fmt == "npz":
+        if output is None:
+            raise OptionError("--format npz needs -o FILE")
+        _write_npz(output, mats)
+        return None
+    if fmt == "json":
+        return _emit(json.dumps({"tree": tree, **{k: v.tolist() for k, v in mats.items()}}, indent=1), output)
+    return _emit(_matrices_text(tree, mats, ens.feature_names), output)
+
+
+# ------------------------------------------------------------------------------------- helpers
+
+
+def _describe(o: Any) -> str:
+    import onnx
+
+    tt = o.type.tensor_type
+    dims = [d.dim_param or str(d.dim_value) for d in tt.shape.dim]
+    return f"{o.name} [{', '.join(dims)}] {onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type != onnx.TensorProto.STRING else 'string'}"
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _write_text(path: Path, text: str) -> None:
+    atomic_write(path, text.encode("utf-8"))
+
+
+def _write_npz(path: Path, mats: dict[str, np.ndarray]) -> None:
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, **mats)
+    atomic_write(path, buf.getvalue())
+
+
+def _emit(text: str, output: Optional[Path]) -> None:
+    if output is None:
+        typer.echo(text)
+    else:
+        _write_text(output, text + "\n")
+
+
+def _summary_text(info: dict[str, Any]) -> str:
+    lines = [f"{k}: {v}" for k, v in info.items() if k != "forms"]
+    lines.append("forms:")
+    for name, f in info["forms"].items():
+        lines.append(
+            f"  {name}: constants {_human(f['constant_bytes'])}, about {_human(f['bytes_per_row'])} "
+            f"of runtime memory per row{'' if f['exact'] else ' (approximate)'}"
+        )
+    return "\n".join(lines)
+
+
+def _matrices_text(tree: int, mats: dict[str, np.ndarray], names: Optional[tuple[str, ...]]) -> str:
+    n_int, n_leaf = mats["B"].shape[1], mats["B"].shape[0]
+    nodes = [f"n{i + 1}" for i in range(n_int)]
+    leaves = [f"v{j + 1}" for j in range(n_leaf)]
+    feats = list(names) if names else [f"x{f + 1}" for f in range(mats["S"].shape[1])]
+    out = [f"tree {tree}: {n_int} internal nodes (breadth-first n1..), {n_leaf} leaves (left to right v1..)"]
+
+    def table(title: str, m: np.ndarray, rows: list[str], cols: list[str]) -> None:
+        out.append(f"\n{title}")
+        w = max([len(c) for c in cols] + [len(f"{v:g}") for v in m.ravel()] + [2])
+        out.append(" " * 6 + " ".join(c.rjust(w) for c in cols))
+        for r, row in zip(rows, m):
+            out.append(r.ljust(6) + " ".join(f"{v:g}".rjust(w) for v in row))
+
+    table("S (node x feature)", mats["S"], nodes, feats)
+    table("t (thresholds)", mats["t"][:, None], nodes, ["t"])
+    table("B (template: -1 left subtree, +1 right, 0 off path)", mats["B"], leaves, nodes)
+    table("bitvector (QuickScorer: 0 iff leaf in left subtree)", mats["bitvector"], leaves, nodes)
+    table("depth", mats["depth"][:, None], leaves, ["d"])
+    table("v (leaf values)", mats["v"], leaves, [f"k{k}" for k in range(mats["v"].shape[1])])
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------ the entry
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Run the CLI; never lets a traceback out unless ``--debug``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        code = app(args=args, prog_name="tree2mat", standalone_mode=False)
+        return code if isinstance(code, int) else 0
+    except Tree2MatError as exc:
+        if debug:
+            raise
+        typer.echo(f"tree2mat: error: {exc}", err=True)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("tree2mat: interrupted", err=True)
+        return 130
+    except MemoryError:
+        if debug:
+            raise
+        typer.echo("tree2mat: error: out of memory", err=True)
+        return 2
+    except Exception as exc:
+        if debug:
+            raise
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # click's usage errors
+            message = exc.format_message()
+            if message:  # (bare `tree2mat` has printed the help already)
+                typer.echo(f"tree2mat: error: {message} (see tree2mat --help)", err=True)
+            return 2
+        # A bug: one line, and how to get more.
+        typer.echo(
+            f"tree2mat: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+            err=True,
+        )
+        return 3
+
+
+def run() -> None:
+    sys.exit(main())

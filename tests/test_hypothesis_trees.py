@@ -1,0 +1,121 @@
+"""Property tests on random IR trees: the graph's leaf ids equal the reference evaluator's.
+
+Trees range from a single leaf to depth 20, with repeated thresholds, +-inf thresholds, float64
+thresholds between float32 numbers, random default_left and categorical nodes; rows sit on, just
+under and just over every threshold, and hold NaN and +-inf.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import tree2mat
+from tree2mat.ir import Aggregation, Comparison, Ensemble, Link, Task, apply
+from tree2mat.ir.build import tree_from_nodes
+from tree2mat.ir.thresholds import float32_neighbours, graph_thresholds
+
+from conftest import assert_standard_graph, run_onnx
+
+N_FEATURES = 3
+POOL = [0.0, 1.0, -2.5, 0.1, 1e-40, 3.4e38, np.inf, -np.inf, 16777217.0, 0.30000000000000004]
+
+
+@st.composite
+def random_tree(draw, comparison: Comparison):
+    max_depth = draw(st.integers(0, 20))
+    budget = [draw(st.integers(0, 48))]
+    left, right, is_leaf, feature, threshold, dleft, cats = [], [], [], [], [], [], {}
+
+    def new(depth: int) -> int:
+        node = len(is_leaf)
+        for arr in (left, right, feature):
+            arr.append(-1)
+        is_leaf.append(True)
+        threshold.append(0.0)
+        dleft.append(False)
+        if depth >= max_depth or budget[0] <= 0 or draw(st.integers(0, 9)) == 0:
+            return node
+        budget[0] -= 1
+        is_leaf[node] = False
+        feature[node] = draw(st.integers(0, N_FEATURES - 1))
+        t = draw(st.one_of(st.sampled_from(POOL), st.floats(-1e6, 1e6, allow_nan=False)))
+        if comparison is Comparison.LT and t == -np.inf:
+            t = 0.0
+        threshold[node] = t
+        dleft[node] = draw(st.booleans())
+        if feature[node] == 2 and draw(st.booleans()):  # categorical node on feature 2
+            values = np.asarray(draw(st.lists(st.integers(0, 6), min_size=1, max_size=5, unique=True)), float)
+            cats[node] = (values, np.asarray(draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values)))))
+        # Deep, skewed trees: most often one child is a leaf.
+        l_child = new(depth + 1)
+        r_child = new(depth + 1)
+        left[node], right[node] = l_child, r_child
+        return node
+
+    new(0)
+    values = np.arange(len(is_leaf), dtype=float)[:, None]
+    return tree_from_nodes(
+        np.asarray(left), np.asarray(right), np.asarray(is_leaf), np.asarray(feature),
+        np.asarray(threshold), np.asarray(dleft), values, categories=cats,
+    )
+
+
+@st.composite
+def random_ensemble(draw):
+    comparison = draw(st.sampled_from(list(Comparison)))
+    trees = tuple(draw(st.lists(random_tree(comparison), min_size=1, max_size=3)))
+    return Ensemble(
+        trees=trees, n_features=N_FEATURES, n_outputs=1, output_index=np.full(len(trees), -1),
+        comparison=comparison, source_dtype=np.dtype(draw(st.sampled_from(["float32", "float64"]))),
+        aggregation=Aggregation.SUM, base_score=np.zeros(1), link=Link.IDENTITY, task=Task.REGRESSION,
+    ).validate()
+
+
+def _rows(ens: Ensemble, rng: np.random.Generator, dtype) -> np.ndarray:
+    ts = np.concatenate([t.threshold for t in ens.trees] + [np.asarray(POOL)])
+    ts = ts[np.isfinite(ts)]
+    values = np.concatenate([float32_neighbours(ts).ravel(), [np.nan, np.inf, -np.inf, 7.0, 3.0, 2.5]]).astype(dtype)
+    if np.dtype(dtype) == np.float64:
+        values = np.concatenate([values, ts, np.nextafter(ts, np.inf), np.nextafter(ts, -np.inf)])
+    return rng.choice(values, size=(400, N_FEATURES))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(ens=random_ensemble(), seed=st.integers(0, 2**32 - 1), dtype=st.sampled_from(["float32", "float64"]))
+def test_graph_leaves_equal_reference_leaves(ens, seed, dtype):
+    X = _rows(ens, np.random.default_rng(seed), dtype)
+    onx = tree2mat.convert(ens, dtype=dtype, leaves=True)
+    got = run_onnx(onx, X)["leaves"]
+    np.testing.assert_array_equal(got, apply(ens, X))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ens=random_ensemble())
+def test_graph_is_standard_for_random_trees(ens):
+    assert_standard_graph(tree2mat.convert(ens, leaves=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(t=st.floats(allow_nan=False, width=64), x=st.floats(allow_nan=False, width=32))
+def test_float32_threshold_rule_decides_like_float64(t, x):
+    """sklearn/LightGBM: float32 x <= float64 t, compared in float64."""
+    tg = graph_thresholds(np.asarray([t]), Comparison.LE, np.dtype(np.float32))[0]
+    with np.errstate(over="ignore"):
+        near = np.float32(t)  # round to nearest: the value most likely decided wrongly
+        candidates = (np.float32(x), np.nextafter(np.float32(x), np.float32(np.inf)), near,
+                      np.nextafter(near, np.float32(np.inf)), np.nextafter(near, np.float32(-np.inf)))
+    for v32 in candidates:
+        assert (np.float64(v32) <= t) == (v32 <= tg)
+
+
+@settings(max_examples=300, deadline=None)
+@given(t=st.floats(allow_nan=False, width=32), x=st.floats(allow_nan=False, width=32))
+def test_float32_threshold_rule_for_less_than(t, x):
+    """XGBoost: float32 x < float32 t (t = -inf is refused by Ensemble.validate)."""
+    assume(t != -np.inf)
+    tg = graph_thresholds(np.asarray([t]), Comparison.LT, np.dtype(np.float32))[0]
+    for v in (x, t, float(np.nextafter(np.float32(t), np.float32(-np.inf)))):
+        v32 = np.float32(v)
+        assert (v32 < np.float32(t)) == (v32 <= tg)

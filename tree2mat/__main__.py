@@ -1,0 +1,3 @@
+from tree2mat.cli import run
+
+run()

@@ -1,0 +1,43 @@
+"""Typed errors. The CLI turns each into one line on stderr and its ``exit_code``."""
+
+from __future__ import annotations
+
+
+class Tree2MatError(Exception):
+    """Base class of every error tree2mat raises on purpose."""
+
+    exit_code = 2
+
+
+class UnsupportedModelError(Tree2MatError):
+    """The model (or one of its settings) cannot be converted exactly."""
+
+
+class UnsupportedFormError(Tree2MatError):
+    """The requested form or option does not apply to this model."""
+
+
+class ModelFileError(Tree2MatError):
+    """A model file is missing, unreadable or malformed."""
+
+
+class InvalidTreeError(Tree2MatError):
+    """The IR breaks one of its invariants (see ``Tree.validate``)."""
+
+
+class DataError(Tree2MatError):
+    """Input data is unreadable or has the wrong shape."""
+
+
+class OptionError(Tree2MatError):
+    """A bad option value."""
+
+
+class DeviceUnavailableError(Tree2MatError):
+    """The requested execution provider is not available in this onnxruntime."""
+
+
+class VerificationError(Tree2MatError):
+    """The ONNX graph does not reproduce the model (or does not fit it at all)."""
+
+    exit_code = 1

@@ -1,0 +1,41 @@
+"""Forms: functions from the IR to an ONNX graph. ``FORMS`` is the one registry of them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import onnx
+
+from tree2mat.forms import sign
+from tree2mat.forms._graph import DEFAULT_OPSET, MIN_OPSET, GraphOptions
+from tree2mat.ir.core import Ensemble
+
+
+@dataclass(frozen=True)
+class FormSpec:
+    name: str
+    build: Callable[[Ensemble, GraphOptions], onnx.ModelProto]
+    exact: bool
+    summary: str
+    constant_bytes: Callable[[Ensemble], int]
+    bytes_per_row: Callable[[Ensemble], int]
+
+
+FORMS: dict[str, FormSpec] = {
+    spec.name: spec
+    for spec in (
+        FormSpec(
+            name="sign",
+            build=sign.build,
+            exact=True,
+            summary="Decision Machines eq. 5: ArgMax(B sgn(Sx - t) - depth), all trees in one MatMul",
+            constant_bytes=sign.constant_bytes,
+            bytes_per_row=sign.bytes_per_row,
+        ),
+    )
+}
+
+DEFAULT_FORM = "sign"
+
+__all__ = ["DEFAULT_FORM", "DEFAULT_OPSET", "FORMS", "MIN_OPSET", "FormSpec", "GraphOptions"]

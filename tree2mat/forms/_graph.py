@@ -1,0 +1,118 @@
+"""A small deterministic ONNX graph builder on top of ``onnx.helper`` (standard domain only)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from tree2mat import __version__
+
+#: Default opset: the newest the pinned onnxruntime (1.31) runs (a test checks that it still does).
+DEFAULT_OPSET = 26
+#: Oldest opset the builder supports (ReduceSum/Unsqueeze take axes as inputs from 13 on).
+MIN_OPSET = 13
+
+
+@dataclass(frozen=True)
+class GraphOptions:
+    """How to emit a graph. ``dtype`` is the input dtype (and of float outputs); ``raw`` exports
+    the margin before the link; ``leaves`` adds a ``leaves`` [N, T] int64 output (leaf ids)."""
+
+    dtype: np.dtype = np.dtype(np.float32)
+    opset: int = DEFAULT_OPSET
+    raw: bool = False
+    leaves: bool = False
+
+
+ONNX_TYPE = {
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.float64): TensorProto.DOUBLE,
+    np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.bool_): TensorProto.BOOL,
+}
+
+
+class GraphBuilder:
+    """Collects nodes and initializers with unique, deterministic names."""
+
+    def __init__(self, opset: int) -> None:
+        self.opset = opset
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._used: dict[str, int] = {}
+
+    def fresh(self, hint: str) -> str:
+        n = self._used.get(hint, 0)
+        self._used[hint] = n + 1
+        return hint if n == 0 else f"{hint}_{n}"
+
+    def const(self, array: np.ndarray | Sequence[object], hint: str) -> str:
+        arr = np.asarray(array)
+        if arr.dtype.kind in "US" or arr.dtype == object:
+            tensor = helper.make_tensor(
+                self.fresh(hint), TensorProto.STRING, arr.shape, [str(v).encode() for v in arr.ravel()]
+            )
+        else:
+            tensor = numpy_helper.from_array(np.ascontiguousarray(arr), self.fresh(hint))
+        self.initializers.append(tensor)
+        return tensor.name
+
+    def op(self, op_type: str, inputs: Sequence[str], hint: str | None = None, out: str | None = None, **attrs: object) -> str:
+        name = out or self.fresh(hint or op_type.lower())
+        self.nodes.append(
+            helper.make_node(op_type, list(inputs), [name], name=self.fresh(f"n_{name}"), **attrs)
+        )
+        return name
+
+    def reduce_sum(self, x: str, axes: Sequence[int], keepdims: bool, hint: str) -> str:
+        return self.op(
+            "ReduceSum", [x, self.const(np.asarray(axes, np.int64), f"{hint}_axes")], hint,
+            keepdims=int(keepdims),
+        )
+
+    def unsqueeze(self, x: str, axes: Sequence[int], hint: str) -> str:
+        return self.op("Unsqueeze", [x, self.const(np.asarray(axes, np.int64), f"{hint}_axes")], hint)
+
+    def slice_cols(self, x: str, start: int, stop: int, hint: str) -> str:
+        """``x[:, start:stop]``."""
+        return self.op(
+            "Slice",
+            [
+                x,
+                self.const(np.asarray([start], np.int64), f"{hint}_start"),
+                self.const(np.asarray([stop], np.int64), f"{hint}_stop"),
+                self.const(np.asarray([1], np.int64), f"{hint}_axis"),
+            ],
+            hint,
+        )
+
+    def model(
+        self,
+        inputs: Sequence[onnx.ValueInfoProto],
+        outputs: Sequence[onnx.ValueInfoProto],
+        doc: str,
+        metadata: dict[str, str],
+    ) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, "tree2mat", list(inputs), list(outputs), self.initializers)
+        opsets = [helper.make_opsetid("", self.opset)]
+        model = helper.make_model(
+            graph,
+            opset_imports=opsets,
+            producer_name="tree2mat",
+            producer_version=__version__,
+            doc_string=doc,
+        )
+        model.ir_version = helper.find_min_ir_version_for(opsets)
+        for key in sorted(metadata):
+            entry = model.metadata_props.add()
+            entry.key, entry.value = key, metadata[key]
+        return model
+
+
+def tensor_info(name: str, dtype: np.dtype | str, shape: Sequence[int | str]) -> onnx.ValueInfoProto:
+    elem = TensorProto.STRING if dtype == "string" else ONNX_TYPE[np.dtype(dtype)]
+    return helper.make_tensor_value_info(name, elem, list(shape))

@@ -1,0 +1,66 @@
+"""Frontends: model objects to the IR. ``FRONTENDS`` is the one registry of them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tree2mat.errors import UnsupportedModelError
+from tree2mat.frontends import sklearn as _sklearn
+from tree2mat.frontends.loading import load_file
+from tree2mat.ir.core import Ensemble
+
+
+@dataclass(frozen=True)
+class FrontendSpec:
+    name: str
+    library: str
+    handles: Callable[[Any], bool]
+    to_ensemble: Callable[[Any], Ensemble]
+    reference_outputs: Callable[[Any, np.ndarray, bool], dict[str, np.ndarray]]
+    estimators: tuple[str, ...]
+
+
+FRONTENDS: dict[str, FrontendSpec] = {
+    spec.name: spec
+    for spec in (
+        FrontendSpec(
+            name="sklearn",
+            library="scikit-learn",
+            handles=_sklearn.handles,
+            to_ensemble=_sklearn.to_ensemble,
+            reference_outputs=_sklearn.reference_outputs,
+            estimators=tuple(_sklearn.CONVERTERS),
+        ),
+    )
+}
+
+
+def frontend_for(model: Any) -> FrontendSpec:
+    for spec in FRONTENDS.values():
+        if spec.handles(model):
+            return spec
+    kind = f"{type(model).__module__}.{type(model).__qualname__}"
+    libraries = ", ".join(spec.library for spec in FRONTENDS.values())
+    raise UnsupportedModelError(f"{kind} is not a supported model (supported libraries: {libraries})")
+
+
+def resolve(model_or_path: Any) -> Any:
+    """A model object from an object or a file path."""
+    if isinstance(model_or_path, (str, Path)):
+        return load_file(model_or_path)
+    return model_or_path
+
+
+def to_ensemble(model: Any) -> Ensemble:
+    """The validated IR of a model object (an ``Ensemble`` passes through)."""
+    if isinstance(model, Ensemble):
+        return model.validate()
+    return frontend_for(model).to_ensemble(model)
+
+
+__all__ = ["FRONTENDS", "FrontendSpec", "frontend_for", "load_file", "resolve", "to_ensemble"]

@@ -1,0 +1,358 @@
+"""scikit-learn frontend: fitted estimators to the IR, and their own predictions for ``verify``.
+
+Semantics followed (scikit-learn 1.5 - 1.9):
+- ``DecisionTree*``/``ExtraTree*``, forests, ``GradientBoosting*``, ``IsolationForest`` cast the
+  input to float32 and go left when ``x <= threshold`` (float64); NaN by ``missing_go_to_left``.
+- ``HistGradientBoosting*`` compare float64 input with ``<=``; categorical features pass through an
+  internal ``OrdinalEncoder`` (exact value -> code; unseen values and NaN count as missing), so a
+  categorical node is a set of raw category values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tree2mat.errors import UnsupportedModelError
+from tree2mat.ir.build import tree_from_nodes
+from tree2mat.ir.core import (
+    Aggregation,
+    Comparison,
+    Ensemble,
+    LabelRule,
+    Link,
+    OutlierParams,
+    Task,
+    Tree,
+)
+
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+
+def _name(model: Any) -> str:
+    return type(model).__name__
+
+
+def normalize_classes(classes: Any, what: str) -> np.ndarray:
+    """Class labels as int64 or str; other label types are refused."""
+    arr = np.asarray(classes)
+    if arr.dtype.kind in "iub":
+        return arr.astype(np.int64)
+    if arr.dtype.kind == "f":
+        if np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            return arr.astype(np.int64)
+        raise UnsupportedModelError(f"{what}: non-integer float class labels {arr[:5].tolist()} are not supported")
+    if arr.dtype.kind in "U":
+        return arr
+    if arr.dtype == object:
+        if all(isinstance(v, str) for v in arr):
+            return arr.astype(str)
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in arr):
+            return arr.astype(np.int64)
+    raise UnsupportedModelError(f"{what}: class labels of type {arr.dtype} are not supported (use int or str)")
+
+
+def _class_groups(model: Any) -> tuple[np.ndarray, ...]:
+    classes = model.classes_
+    groups = list(classes) if isinstance(classes, list) else [classes]
+    groups = [normalize_classes(c, _name(model)) for c in groups]
+    if len({g.dtype.kind for g in groups}) > 1:
+        raise UnsupportedModelError(f"{_name(model)}: targets mix string and integer labels")
+    return tuple(groups)
+
+
+def _sk_tree(est: Any, values: np.ndarray, feature_map: np.ndarray | None = None) -> Tree:
+    """An sklearn ``Tree`` object with leaf values [n_nodes, K] to an IR tree."""
+    t = est.tree_
+    is_leaf = t.children_left == -1
+    feature = np.where(is_leaf, 0, t.feature).astype(np.int64)
+    if feature_map is not None:
+        feature = np.asarray(feature_map, np.int64)[feature]
+    missing_left = getattr(t, "missing_go_to_left", np.zeros(t.node_count, np.uint8))
+    return tree_from_nodes(
+        t.children_left, t.children_right, is_leaf, feature, t.threshold,
+        np.asarray(missing_left, bool), values, where=_name(est),
+    )
+
+
+def _classifier_values(est: Any, n_classes: tuple[int, ...]) -> np.ndarray:
+    """Per node, the class fractions of every target side by side: [n_nodes, sum(C)]."""
+    v = est.tree_.value
+    return np.concatenate([v[:, k, :c] for k, c in enumerate(n_classes)], axis=1)
+
+
+def _tags(model: Any) -> tuple[bool, bool]:
+    """(accepts NaN, accepts inf) at predict time."""
+    try:
+        allow_nan = bool(model.__sklearn_tags__().input_tags.allow_nan)
+    except AttributeError:  # pragma: no cover - older scikit-learn
+        allow_nan = False
+    return allow_nan, False
+
+
+def _common(model: Any) -> dict[str, Any]:
+    names = getattr(model, "feature_names_in_", None)
+    nan, inf = _tags(model)
+    return {
+        "n_features": int(model.n_features_in_),
+        "feature_names": tuple(str(n) for n in names) if names is not None else None,
+        "source": f"sklearn.{_name(model)}",
+        "accepts_nan": nan,
+        "accepts_inf": inf,
+    }
+
+
+# ------------------------------------------------------------------------- trees and forests
+
+
+def _tree_ensemble(model: Any, estimators: list[Any], aggregation: Aggregation) -> Ensemble:
+    common = _common(model)
+    if hasattr(model, "classes_"):
+        classes = _class_groups(model)
+        n_classes = tuple(len(c) for c in classes)
+        trees = tuple(_sk_tree(e, _classifier_values(e, n_classes)) for e in estimators)
+        return Ensemble(
+            trees=trees, n_outputs=sum(n_classes), output_index=np.full(len(trees), -1),
+            comparison=Comparison.LE, source_dtype=F32, aggregation=aggregation,
+            base_score=np.zeros(sum(n_classes)), link=Link.IDENTITY, task=Task.CLASSIFICATION,
+            classes=classes, label_rule=LabelRule.ARGMAX, **common,
+        ).validate()
+    k = int(model.n_outputs_)
+    trees = tuple(_sk_tree(e, e.tree_.value[:, :, 0]) for e in estimators)
+    return Ensemble(
+        trees=trees, n_outputs=k, output_index=np.full(len(trees), -1), comparison=Comparison.LE,
+        source_dtype=F32, aggregation=aggregation, base_score=np.zeros(k), link=Link.IDENTITY,
+        task=Task.REGRESSION, **common,
+    ).validate()
+
+
+def _single_tree(model: Any) -> Ensemble:
+    return _tree_ensemble(model, [model], Aggregation.SUM)
+
+
+def _forest(model: Any) -> Ensemble:
+    return _tree_ensemble(model, list(model.estimators_), Aggregation.MEAN)
+
+
+# --------------------------------------------------------------------------- gradient boosting
+
+
+def _gradient_boosting(model: Any) -> Ensemble:
+    name = _name(model)
+    if model.init not in (None, "zero"):
+        raise UnsupportedModelError(
+            f"{name} with a custom init estimator ({_name(model.init)}) is not supported; "
+            "use init=None or init='zero'"
+        )
+    stages = model.estimators_  # [n_stages, K] of DecisionTreeRegressor
+    k = stages.shape[1]
+    lr = float(model.learning_rate)
+    trees, index = [], []
+    for stage in stages:
+        for j, est in enumerate(stage):
+            trees.append(_sk_tree(est, lr * est.tree_.value[:, 0, 0]))
+            index.append(j)
+    zero_row = np.zeros((1, model.n_features_in_), np.float32)
+    base = np.asarray(model._raw_predict_init(zero_row), np.float64).reshape(k)
+    common = _common(model)
+    if hasattr(model, "classes_"):
+        loss = type(model._loss).__name__
+        links = {"HalfBinomialLoss": Link.LOGISTIC, "ExponentialLoss": Link.LOGISTIC_2X,
+                 "HalfMultinomialLoss": Link.SOFTMAX}
+        if loss not in links:
+            raise UnsupportedModelError(f"{name} with loss {model.loss!r} is not supported")
+        link = links[loss]
+        return Ensemble(
+            trees=tuple(trees), n_outputs=k, output_index=np.asarray(index), comparison=Comparison.LE,
+            source_dtype=F32, aggregation=Aggregation.SUM, base_score=base, link=link,
+            task=Task.CLASSIFICATION, classes=_class_groups(model),
+            label_rule=LabelRule.ARGMAX if link is Link.SOFTMAX else LabelRule.NON_NEGATIVE,
+            **common,
+        ).validate()
+    return Ensemble(
+        trees=tuple(trees), n_outputs=k, output_index=np.asarray(index), comparison=Comparison.LE,
+        source_dtype=F32, aggregation=Aggregation.SUM, base_score=base, link=Link.IDENTITY,
+        task=Task.REGRESSION, **common,
+    ).validate()
+
+
+def _hgb_columns(model: Any) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """Map HGB's internal columns to input columns; category values per internal column."""
+    n = int(model.n_features_in_)
+    pre = getattr(model, "_preprocessor", None)
+    if pre is None:
+        return np.arange(n), {}
+    order = np.zeros(n, np.int64)
+    cats: dict[int, np.ndarray] = {}
+    for name, trans, cols in pre.transformers_:
+        if name == "remainder":
+            continue
+        src = np.flatnonzero(cols) if np.asarray(cols).dtype == bool else np.asarray(cols, np.int64)
+        out = np.arange(n)[pre.output_indices_[name]]
+        order[out] = src
+        if name == "encoder":
+            for j, values in zip(out, trans.categories_):
+                values = np.asarray(values)
+                if values.dtype.kind not in "iuf":
+                    raise UnsupportedModelError(
+                        f"{_name(model)}: categorical column {int(order[j])} has non-numeric "
+                        f"categories ({values.dtype}); encode them as numbers before fitting"
+                    )
+                values = values.astype(np.float64)
+                cats[int(j)] = values[~np.isnan(values)]
+    return order, cats
+
+
+def _hgb_tree(model: Any, predictor: Any, order: np.ndarray, cats: dict[int, np.ndarray]) -> Tree:
+    nodes = predictor.nodes
+    bitsets = predictor.raw_left_cat_bitsets
+    categories = {}
+    for i in np.flatnonzero(nodes["is_categorical"] & ~nodes["is_leaf"].astype(bool)):
+        col = int(nodes["feature_idx"][i])
+        values = cats[col]
+        codes = np.arange(values.size)
+        row = bitsets[int(nodes["bitset_idx"][i])]
+        goes_left = ((row[codes // 32] >> (codes % 32).astype(np.uint32)) & 1).astype(bool)
+        categories[int(i)] = (values, goes_left)
+    is_leaf = nodes["is_leaf"].astype(bool)
+    return tree_from_nodes(
+        nodes["left"], nodes["right"], is_leaf, order[nodes["feature_idx"].astype(np.int64)],
+        nodes["num_threshold"], nodes["missing_go_to_left"].astype(bool), nodes["value"],
+        categories=categories, where=_name(model),
+    )
+
+
+def _hist_gradient_boosting(model: Any) -> Ensemble:
+    name = _name(model)
+    order, cats = _hgb_columns(model)
+    trees, index = [], []
+    for iteration in model._predictors:
+        for j, predictor in enumerate(iteration):
+            trees.append(_hgb_tree(model, predictor, order, cats))
+            index.append(j)
+    k = int(model.n_trees_per_iteration_)
+    base = np.asarray(model._baseline_prediction, np.float64).reshape(k)
+    link_name = type(model._loss.link).__name__
+    links = {"IdentityLink": Link.IDENTITY, "LogLink": Link.EXP, "LogitLink": Link.LOGISTIC,
+             "MultinomialLogit": Link.SOFTMAX}
+    if link_name not in links:
+        raise UnsupportedModelError(f"{name} with loss {model.loss!r} ({link_name}) is not supported")
+    # Its OrdinalEncoder refuses +-inf in categorical columns (numeric ones take it).
+    finite = tuple(sorted(int(order[j]) for j in cats))
+    common = dict(_common(model), accepts_nan=True, accepts_inf=True, finite_features=finite)
+    is_clf = hasattr(model, "classes_")
+    return Ensemble(
+        trees=tuple(trees), n_outputs=k, output_index=np.asarray(index), comparison=Comparison.LE,
+        source_dtype=F64, aggregation=Aggregation.SUM, base_score=base, link=links[link_name],
+        task=Task.CLASSIFICATION if is_clf else Task.REGRESSION,
+        classes=_class_groups(model) if is_clf else (),
+        label_rule=LabelRule.POSITIVE if is_clf and k == 1 else LabelRule.ARGMAX, **common,
+    ).validate()
+
+
+# ------------------------------------------------------------------------------ isolation forest
+
+
+def _isolation_forest(model: Any) -> Ensemble:
+    from sklearn.ensemble._iforest import _average_path_length
+
+    subsample = model._max_features != model.n_features_in_
+    trees = []
+    for t, (est, feats) in enumerate(zip(model.estimators_, model.estimators_features_)):
+        lengths = model._decision_path_lengths[t] + model._average_path_length_per_tree[t] - 1.0
+        trees.append(_sk_tree(est, lengths, feature_map=feats if subsample else None))
+    denominator = len(model.estimators_) * float(_average_path_length([model._max_samples])[0])
+    return Ensemble(
+        trees=tuple(trees), n_outputs=1, output_index=np.full(len(trees), -1),
+        comparison=Comparison.LE, source_dtype=F32, aggregation=Aggregation.SUM,
+        base_score=np.zeros(1), link=Link.ISOLATION, task=Task.OUTLIER,
+        outlier=OutlierParams(denominator=denominator, offset=float(model.offset_)),
+        **dict(_common(model), accepts_nan=True, accepts_inf=True),
+    ).validate()
+
+
+# ------------------------------------------------------------------------------------ registry
+
+CONVERTERS: dict[str, Callable[[Any], Ensemble]] = {
+    "DecisionTreeClassifier": _single_tree,
+    "DecisionTreeRegressor": _single_tree,
+    "ExtraTreeClassifier": _single_tree,
+    "ExtraTreeRegressor": _single_tree,
+    "RandomForestClassifier": _forest,
+    "RandomForestRegressor": _forest,
+    "ExtraTreesClassifier": _forest,
+    "ExtraTreesRegressor": _forest,
+    "GradientBoostingClassifier": _gradient_boosting,
+    "GradientBoostingRegressor": _gradient_boosting,
+    "HistGradientBoostingClassifier": _hist_gradient_boosting,
+    "HistGradientBoostingRegressor": _hist_gradient_boosting,
+    "IsolationForest": _isolation_forest,
+}
+
+
+def handles(model: Any) -> bool:
+    return type(model).__module__.startswith("sklearn.")
+
+
+def to_ensemble(model: Any) -> Ensemble:
+    name = _name(model)
+    if name == "Pipeline" and hasattr(model, "steps"):
+        steps = ", ".join(f"{step}={_name(est)}" for step, est in model.steps)
+        raise UnsupportedModelError(
+            f"scikit-learn Pipeline ({steps}) is not supported yet; convert its tree step "
+            "(pipeline[-1]) and apply the other steps before the graph"
+        )
+    if name not in CONVERTERS:
+        raise UnsupportedModelError(
+            f"scikit-learn {name} is not supported; supported: {', '.join(CONVERTERS)}"
+        )
+    if not hasattr(model, "n_features_in_"):
+        raise UnsupportedModelError(f"scikit-learn {name} is not fitted")
+    return CONVERTERS[name](model)
+
+
+# ------------------------------------------------------------------------- reference outputs
+
+
+def _stack_proba(proba: Any) -> np.ndarray:
+    if not isinstance(proba, list):
+        return np.asarray(proba)
+    width = max(p.shape[1] for p in proba)
+    out = np.zeros((proba[0].shape[0], len(proba), width))
+    for j, p in enumerate(proba):
+        out[:, j, : p.shape[1]] = p
+    return out
+
+
+def reference_outputs(model: Any, X: np.ndarray, raw: bool) -> dict[str, np.ndarray]:
+    """The model's own predictions, under the graph's output names."""
+    name = _name(model)
+    n = X.shape[0]
+    if name == "IsolationForest":
+        out = {"label": np.asarray(model.predict(X))}
+        samples = np.asarray(model.score_samples(X))
+        if raw:
+            ens_den = to_ensemble(model).outlier.denominator  # type: ignore[union-attr]
+            out["variable"] = (-np.log2(-samples) * ens_den)[:, None]
+        else:
+            out["scores"] = np.asarray(model.decision_function(X))[:, None]
+            out["score_samples"] = samples[:, None]
+        return out
+    if hasattr(model, "classes_"):
+        out = {"label": np.asarray(model.predict(X))}
+        if not raw:
+            out["probabilities"] = _stack_proba(model.predict_proba(X))
+        elif hasattr(model, "decision_function"):
+            out["variable"] = np.asarray(model.decision_function(X)).reshape(n, -1)
+        else:  # forests: the margin is the averaged class fractions, targets side by side
+            proba = model.predict_proba(X)
+            out["variable"] = np.concatenate(proba if isinstance(proba, list) else [proba], axis=1)
+        return out
+    if raw and name.startswith("HistGradientBoosting"):
+        return {"variable": np.asarray(model._raw_predict(X)).reshape(n, -1)}
+    return {"variable": np.asarray(model.predict(X)).reshape(n, -1)}

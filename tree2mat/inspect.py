@@ -1,0 +1,49 @@
+"""What ``tree2mat inspect`` shows: a summary of an ensemble, or one tree's paper matrices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tree2mat.errors import OptionError
+from tree2mat.forms import FORMS
+from tree2mat.ir.core import Ensemble
+from tree2mat.ir.matrices import paper_matrices
+
+
+def matrices_of(ens: Ensemble, tree: int) -> dict[str, np.ndarray]:
+    if not 0 <= tree < ens.n_trees:
+        raise OptionError(f"--tree {tree} is out of range: the model has {ens.n_trees} trees (0 to {ens.n_trees - 1})")
+    return paper_matrices(ens.trees[tree], ens.n_features)
+
+
+def summary(ens: Ensemble) -> dict[str, Any]:
+    depths = [int(t.leaf_depths().max()) if t.n_internal else 0 for t in ens.trees]
+    leaves = [t.n_leaves for t in ens.trees]
+    used = sorted({int(f) for t in ens.trees for f in t.feature})
+    info: dict[str, Any] = {
+        "source": ens.source,
+        "task": ens.task.value,
+        "trees": ens.n_trees,
+        "features": ens.n_features,
+        "features used": len(used),
+        "outputs (margin columns)": ens.n_outputs,
+        "depth (min/mean/max)": f"{min(depths)}/{np.mean(depths):.1f}/{max(depths)}",
+        "leaves (total/max per tree)": f"{sum(leaves)}/{max(leaves)}",
+        "categorical nodes": int(sum(t.cat_nodes.size for t in ens.trees)),
+        "comparison": ens.comparison.value,
+        "aggregation": ens.aggregation.value,
+        "link": ens.link.value,
+    }
+    if ens.classes:
+        info["classes"] = [c.tolist() for c in ens.classes]
+    info["forms"] = {
+        name: {
+            "exact": spec.exact,
+            "constant_bytes": spec.constant_bytes(ens),
+            "bytes_per_row": spec.bytes_per_row(ens),
+        }
+        for name, spec in FORMS.items()
+    }
+    return info

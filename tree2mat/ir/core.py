@@ -1,0 +1,347 @@
+"""The intermediate representation: an ``Ensemble`` of ``Tree`` objects.
+
+Every frontend lowers its model to this IR, every form builds its graph from it, and the
+reference evaluator (``tree2mat.ir.evaluate``) defines what the graph must compute.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tree2mat.errors import InvalidTreeError
+
+
+class Comparison(enum.Enum):
+    """How the source library compares a feature value ``x`` with a threshold ``t`` to go left."""
+
+    LE = "<="  # scikit-learn, LightGBM
+    LT = "<"  # XGBoost
+
+
+class Aggregation(enum.Enum):
+    """How per-tree outputs are combined."""
+
+    SUM = "sum"  # boosting, isolation forests
+    MEAN = "mean"  # random forests
+
+
+class Link(enum.Enum):
+    """Applied to the aggregated margin (after the base score) to get the model output."""
+
+    IDENTITY = "identity"
+    LOGISTIC = "logistic"  # binary: p = sigmoid(m); probabilities [1 - p, p]
+    LOGISTIC_2X = "logistic_2x"  # binary, exponential loss: p = sigmoid(2 m)
+    SOFTMAX = "softmax"
+    EXP = "exp"
+    ISOLATION = "isolation"  # score_samples = -2 ** (-m / denominator)
+
+
+class Task(enum.Enum):
+    REGRESSION = "regression"
+    CLASSIFICATION = "classification"
+    OUTLIER = "outlier"
+
+
+class LabelRule(enum.Enum):
+    """How a classifier's label follows from its margin (after the base score, before the link)."""
+
+    ARGMAX = "argmax"  # first maximal column per output group
+    POSITIVE = "positive"  # binary, one margin column: class 1 iff m > 0
+    NON_NEGATIVE = "non_negative"  # binary, one margin column: class 1 iff m >= 0
+
+
+_LEAF_DTYPE = np.int64
+
+
+def leaf_ref(j: int | np.ndarray) -> int | np.ndarray:
+    """Encode leaf index ``j`` as a child reference (negative: ``-1 - j``)."""
+    return -1 - j
+
+
+def ref_is_leaf(ref: int | np.ndarray) -> bool | np.ndarray:
+    return ref < 0
+
+
+def ref_leaf_index(ref: int | np.ndarray) -> int | np.ndarray:
+    """Inverse of :func:`leaf_ref`."""
+    return -1 - ref
+
+
+@dataclass(frozen=True, eq=False)
+class Tree:
+    """One binary decision tree, struct-of-arrays.
+
+    With ``I`` internal nodes and ``L = I + 1`` leaves and ``K`` outputs:
+
+    - ``feature``      int64 [I]   feature index tested at each internal node
+    - ``threshold``    float64 [I] threshold as the source stores it (not NaN; +-inf allowed)
+    - ``default_left`` bool [I]    where a missing value (NaN) goes
+    - ``left``/``right`` int64 [I] child references: an internal node index ``>= 0``, or a leaf
+      ``j`` encoded as ``-1 - j`` (see :func:`leaf_ref`)
+    - ``value``        float64 [L, K] leaf outputs
+    - ``leaf_source_id`` int64 [L] the source library's node id of each leaf (for ``apply``)
+    - categorical splits: ``cat_nodes`` int64 [M] (internal node indices), ``cat_values`` float64
+      [M, C] (category values, NaN-padded) and ``cat_left`` bool [M, C]. A categorical node sends a
+      value equal to one of its listed categories left or right as ``cat_left`` says; any other
+      value (NaN, unseen categories) goes where ``default_left`` says. ``threshold`` is unused there.
+
+    Invariants (checked by :meth:`validate`): internal nodes are numbered breadth-first (root 0,
+    each level left to right), leaves left to right; every node but the root has exactly one
+    parent; children of node ``i`` are numbered after ``i``.
+    """
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    default_left: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    leaf_source_id: np.ndarray | None = None
+    cat_nodes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    cat_values: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float64))
+    cat_left: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), bool))
+
+    @property
+    def n_internal(self) -> int:
+        return int(self.feature.shape[0])
+
+    @property
+    def n_leaves(self) -> int:
+        return int(self.value.shape[0])
+
+    @property
+    def n_outputs(self) -> int:
+        return int(self.value.shape[1])
+
+    @property
+    def has_categorical(self) -> bool:
+        return self.cat_nodes.shape[0] > 0
+
+    def leaf_depths(self) -> np.ndarray:
+        """Depth of each leaf (number of internal nodes on its path)."""
+        depth = np.zeros(self.n_leaves, np.int64)
+        node_depth = np.zeros(max(self.n_internal, 1), np.int64)
+        for i in range(self.n_internal):  # BFS order: parents before children
+            for child in (self.left[i], self.right[i]):
+                if child < 0:
+                    depth[-1 - child] = node_depth[i] + 1
+                else:
+                    node_depth[child] = node_depth[i] + 1
+        return depth
+
+    def validate(self, n_features: int, where: str = "tree") -> None:
+        """Raise :class:`InvalidTreeError` naming the first broken invariant."""
+        n_int, n_leaves = self.n_internal, self.n_leaves
+        arrays = {
+            "feature": (self.feature, np.integer, (n_int,)),
+            "threshold": (self.threshold, np.floating, (n_int,)),
+            "default_left": (self.default_left, np.bool_, (n_int,)),
+            "left": (self.left, np.integer, (n_int,)),
+            "right": (self.right, np.integer, (n_int,)),
+        }
+        for name, (arr, kind, shape) in arrays.items():
+            if not isinstance(arr, np.ndarray) or not np.issubdtype(arr.dtype, kind):
+                raise InvalidTreeError(f"{where}: {name} must be a numpy array of {kind.__name__}")
+            if arr.shape != shape:
+                raise InvalidTreeError(f"{where}: {name} has shape {arr.shape}, expected {shape}")
+        if self.value.ndim != 2 or self.value.shape[0] != n_int + 1 or self.value.shape[1] < 1:
+            raise InvalidTreeError(
+                f"{where}: value has shape {self.value.shape}, expected ({n_int + 1}, K>=1) "
+                f"for {n_int} internal nodes"
+            )
+        if not np.all(np.isfinite(self.value)):
+            raise InvalidTreeError(f"{where}: leaf values must be finite")
+        if n_int and (self.feature.min() < 0 or self.feature.max() >= n_features):
+            bad = int(np.flatnonzero((self.feature < 0) | (self.feature >= n_features))[0])
+            raise InvalidTreeError(
+                f"{where}: node {bad} tests feature {int(self.feature[bad])}, "
+                f"outside [0, {n_features})"
+            )
+        numeric = np.ones(n_int, bool)
+        numeric[self.cat_nodes] = False
+        if np.isnan(self.threshold[numeric]).any():
+            bad = int(np.flatnonzero(numeric & np.isnan(self.threshold))[0])
+            raise InvalidTreeError(f"{where}: node {bad} has a NaN threshold")
+        self._validate_structure(where, n_int, n_leaves)
+        self._validate_categorical(where, n_int)
+        if self.leaf_source_id is not None and self.leaf_source_id.shape != (n_leaves,):
+            raise InvalidTreeError(f"{where}: leaf_source_id must have shape ({n_leaves},)")
+
+    def _validate_structure(self, where: str, n_int: int, n_leaves: int) -> None:
+        children = np.concatenate([self.left, self.right]) if n_int else np.zeros(0, np.int64)
+        internal = children[children >= 0]
+        leaves = -1 - children[children < 0]
+        if internal.size != max(n_int - 1, 0) or leaves.size != (n_leaves if n_int else 0):
+            raise InvalidTreeError(
+                f"{where}: {n_int} internal nodes need {max(n_int - 1, 0)} internal and "
+                f"{n_leaves} leaf children, found {internal.size} and {leaves.size}"
+            )
+        if internal.size and (
+            internal.max() >= n_int or np.unique(internal).size != internal.size or 0 in internal
+        ):
+            raise InvalidTreeError(
+                f"{where}: internal child references must be distinct, in [1, {n_int}) "
+                "and never the root (cycle or shared child)"
+            )
+        if leaves.size and (leaves.max() >= n_leaves or np.unique(leaves).size != leaves.size):
+            raise InvalidTreeError(f"{where}: every leaf must be referenced exactly once")
+        # Breadth-first internal numbering and left-to-right leaves.
+        bfs, leaf_order = _bfs_and_leaf_order(self.left, self.right)
+        if bfs != list(range(n_int)):
+            raise InvalidTreeError(f"{where}: internal nodes are not in breadth-first order")
+        if leaf_order != list(range(n_leaves if n_int else 0)):
+            raise InvalidTreeError(f"{where}: leaves are not numbered left to right")
+
+    def _validate_categorical(self, where: str, n_int: int) -> None:
+        m = self.cat_nodes.shape[0]
+        if self.cat_values.ndim != 2 or self.cat_values.shape[0] != m:
+            raise InvalidTreeError(f"{where}: cat_values must have shape ({m}, C)")
+        if self.cat_left.shape != self.cat_values.shape:
+            raise InvalidTreeError(f"{where}: cat_left must have the shape of cat_values")
+        if m and (self.cat_nodes.min() < 0 or self.cat_nodes.max() >= n_int):
+            raise InvalidTreeError(f"{where}: categorical node index out of range")
+        if m and np.unique(self.cat_nodes).size != m:
+            raise InvalidTreeError(f"{where}: a node is listed twice as categorical")
+        for row in self.cat_values:
+            vals = row[~np.isnan(row)]
+            if np.unique(vals).size != vals.size or np.isinf(vals).any():
+                raise InvalidTreeError(f"{where}: category values must be distinct and finite")
+
+
+def _bfs_and_leaf_order(left: np.ndarray, right: np.ndarray) -> tuple[list[int], list[int]]:
+    """Internal node ids in breadth-first order and leaf ids left to right, from the root."""
+    if left.shape[0] == 0:
+        return [], []
+    bfs, queue = [], [0]
+    while queue:
+        nxt = []
+        for node in queue:
+            bfs.append(node)
+            nxt.extend(int(c) for c in (left[node], right[node]) if c >= 0)
+        queue = nxt
+    leaves = []
+    _collect_leaves(left, right, leaves)
+    return bfs, leaves
+
+
+def _collect_leaves(left: np.ndarray, right: np.ndarray, out: list[int]) -> None:
+    stack: list[int] = [0]  # references (internal >= 0, leaves < 0)
+    while stack:
+        ref = stack.pop()
+        if ref < 0:
+            out.append(-1 - ref)
+        else:
+            stack.append(int(right[ref]))
+            stack.append(int(left[ref]))
+
+
+@dataclass(frozen=True, eq=False)
+class OutlierParams:
+    """IsolationForest scoring: ``score_samples = -2 ** (-margin / denominator)``,
+    ``decision_function = score_samples - offset``, label -1 where decision < 0."""
+
+    denominator: float
+    offset: float
+
+
+@dataclass(frozen=True, eq=False)
+class Ensemble:
+    """Trees plus how their outputs combine into the model's prediction.
+
+    - ``n_features``: width of the input.
+    - ``n_outputs`` (``K``): margin columns. Each tree adds its ``value`` row into column
+      ``output_index[t]`` (then its leaves have 1 value) or, when ``output_index[t] == -1``, into
+      all K columns (leaves have K values).
+    - ``source_dtype``: the dtype the source library casts inputs to before comparing
+      (sklearn trees: float32; HistGradientBoosting, LightGBM: float64).
+    - margin = aggregation(tree outputs) + ``base_score``; output = ``link(margin)``.
+    - ``classes``: per output group (one per target), the class labels; a classifier's margin
+      (or probability) columns are these groups laid side by side.
+    - ``accepts_nan`` / ``accepts_inf``: whether the source model accepts such inputs, and
+      ``finite_features``: features where it refuses +-inf even so (``verify`` only feeds the
+      source what it accepts).
+    """
+
+    trees: tuple[Tree, ...]
+    n_features: int
+    n_outputs: int
+    output_index: np.ndarray
+    comparison: Comparison
+    source_dtype: np.dtype
+    aggregation: Aggregation
+    base_score: np.ndarray
+    link: Link
+    task: Task
+    classes: tuple[np.ndarray, ...] = ()
+    label_rule: LabelRule = LabelRule.ARGMAX
+    outlier: OutlierParams | None = None
+    feature_names: tuple[str, ...] | None = None
+    source: str = ""
+    accepts_nan: bool = True
+    accepts_inf: bool = True
+    finite_features: tuple[int, ...] = ()
+
+    @property
+    def n_trees(self) -> int:
+        return len(self.trees)
+
+    @property
+    def n_classes(self) -> tuple[int, ...]:
+        return tuple(len(c) for c in self.classes)
+
+    def validate(self) -> Ensemble:
+        """Raise :class:`InvalidTreeError` naming the first broken invariant; return self."""
+        if not self.trees:
+            raise InvalidTreeError("the ensemble has no trees")
+        if self.n_features < 1:
+            raise InvalidTreeError("n_features must be >= 1")
+        if self.output_index.shape != (self.n_trees,):
+            raise InvalidTreeError(f"output_index must have shape ({self.n_trees},)")
+        if self.base_score.shape != (self.n_outputs,) or not np.all(np.isfinite(self.base_score)):
+            raise InvalidTreeError(f"base_score must be {self.n_outputs} finite numbers")
+        if np.dtype(self.source_dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise InvalidTreeError("source_dtype must be float32 or float64")
+        for t, tree in enumerate(self.trees):
+            tree.validate(self.n_features, where=f"tree {t}")
+            if self.comparison is Comparison.LT and np.isneginf(tree.threshold).any():
+                raise InvalidTreeError(f"tree {t}: threshold -inf with '<' sends every value right")
+            k = int(self.output_index[t])
+            if k == -1:
+                if tree.n_outputs != self.n_outputs:
+                    raise InvalidTreeError(
+                        f"tree {t}: leaves hold {tree.n_outputs} values, expected {self.n_outputs}"
+                    )
+            elif not 0 <= k < self.n_outputs or tree.n_outputs != 1:
+                raise InvalidTreeError(
+                    f"tree {t}: output_index {k} needs one value per leaf and 0 <= k < "
+                    f"{self.n_outputs}"
+                )
+        self._validate_head()
+        return self
+
+    def _validate_head(self) -> None:
+        if self.task is Task.CLASSIFICATION:
+            if not self.classes or any(len(c) < 2 for c in self.classes):
+                raise InvalidTreeError("a classifier needs at least two classes per output")
+            n_prob = sum(self.n_classes)
+            binary_links = (Link.LOGISTIC, Link.LOGISTIC_2X)
+            expected = 1 if self.link in binary_links else n_prob
+            if self.link in binary_links and self.n_classes != (2,):
+                raise InvalidTreeError(f"{self.link.value} link needs exactly two classes")
+            if self.n_outputs != expected:
+                raise InvalidTreeError(
+                    f"a classifier with classes {self.n_classes} and link {self.link.value} "
+                    f"needs {expected} margin columns, has {self.n_outputs}"
+                )
+            if self.link is Link.SOFTMAX and len(self.classes) != 1:
+                raise InvalidTreeError("softmax link needs a single output group")
+            if self.label_rule is not LabelRule.ARGMAX and self.n_outputs != 1:
+                raise InvalidTreeError(f"label rule {self.label_rule.value} needs one margin column")
+        elif self.task is Task.OUTLIER:
+            if self.link is not Link.ISOLATION or self.outlier is None or self.n_outputs != 1:
+                raise InvalidTreeError("an outlier model needs the isolation link and 1 output")
+        elif self.link in (Link.LOGISTIC, Link.LOGISTIC_2X, Link.SOFTMAX, Link.ISOLATION):
+            raise InvalidTreeError(f"a regressor cannot use the {self.link.value} link")

@@ -1,0 +1,149 @@
+"""The reference evaluator: plain tree traversal in numpy, the oracle for every form.
+
+It follows the source library's semantics: inputs cast to the source dtype, the source's
+comparison (``<=`` or ``<``) against the float64 threshold, NaN by ``default_left``, categorical
+nodes by exact value membership. It never uses the rounded graph thresholds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tree2mat.errors import DataError
+from tree2mat.ir.core import Aggregation, Comparison, Ensemble, LabelRule, Link, Task, Tree
+
+
+def prepare_input(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
+    """Check the width and cast as the source library does (float32 or float64)."""
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[1] != ensemble.n_features:
+        raise DataError(
+            f"input has shape {X.shape}, the model expects [N, {ensemble.n_features}]"
+        )
+    with np.errstate(over="ignore"):
+        return X.astype(ensemble.source_dtype, copy=False)
+
+
+def apply_tree(tree: Tree, X: np.ndarray, comparison: Comparison) -> np.ndarray:
+    """Leaf index of each row of ``X`` (already cast to the source dtype) in ``tree``."""
+    n = X.shape[0]
+    cur = np.zeros(n, np.int64)
+    if tree.n_internal == 0:
+        return cur
+    cat_row = np.full(tree.n_internal, -1, np.int64)
+    cat_row[tree.cat_nodes] = np.arange(tree.cat_nodes.shape[0])
+    active = np.arange(n)
+    while active.size:
+        nodes = cur[active]
+        x = X[active, tree.feature[nodes]].astype(np.float64)
+        t = tree.threshold[nodes]
+        with np.errstate(invalid="ignore"):
+            go_left = x <= t if comparison is Comparison.LE else x < t
+        missing = np.isnan(x)
+        rows = cat_row[nodes]
+        is_cat = rows >= 0
+        if is_cat.any():
+            vals = tree.cat_values[rows[is_cat]]
+            hit = vals == x[is_cat, None]
+            hit_left = (hit & tree.cat_left[rows[is_cat]]).any(axis=1)
+            hit_any = hit.any(axis=1)
+            go_left[is_cat] = hit_left
+            missing[is_cat] = ~hit_any
+        go_left = np.where(missing, tree.default_left[nodes], go_left)
+        nxt = np.where(go_left, tree.left[nodes], tree.right[nodes])
+        cur[active] = nxt
+        active = active[nxt >= 0]
+    return -1 - cur
+
+
+def apply(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
+    """Leaf index per row and tree, int64 [N, T]."""
+    Xs = prepare_input(ensemble, X)
+    return np.stack([apply_tree(t, Xs, ensemble.comparison) for t in ensemble.trees], axis=1)
+
+
+def margin(ensemble: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
+    """Aggregated tree outputs plus base score, before the link: float64 [N, K]."""
+    if leaves is None:
+        leaves = apply(ensemble, X)
+    out = np.zeros((leaves.shape[0], ensemble.n_outputs))
+    for t, tree in enumerate(ensemble.trees):
+        k = int(ensemble.output_index[t])
+        contrib = tree.value[leaves[:, t]]
+        if k == -1:
+            out += contrib
+        else:
+            out[:, k] += contrib[:, 0]
+    if ensemble.aggregation is Aggregation.MEAN:
+        out /= ensemble.n_trees
+    return out + ensemble.base_score
+
+
+def _expit(m: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-m))
+
+
+def probabilities(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
+    """Class probabilities from the margin: [N, C], or [N, G, max C] for G targets."""
+    if ensemble.link in (Link.LOGISTIC, Link.LOGISTIC_2X):
+        scale = 2.0 if ensemble.link is Link.LOGISTIC_2X else 1.0
+        p = _expit(scale * m[:, 0])
+        return np.stack([1.0 - p, p], axis=1)
+    if ensemble.link is Link.SOFTMAX:
+        e = np.exp(m - m.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    if len(ensemble.classes) == 1:
+        return m.copy()
+    # Several targets: [N, G, max C], zero-padded (the graph contract's layout).
+    out = np.zeros((m.shape[0], len(ensemble.classes), max(ensemble.n_classes)))
+    start = 0
+    for j, c in enumerate(ensemble.n_classes):
+        out[:, j, :c] = m[:, start : start + c]
+        start += c
+    return out
+
+
+def labels(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
+    """Class labels from the margin: [N] for one output group, [N, groups] for several."""
+    if ensemble.label_rule is LabelRule.POSITIVE:
+        return ensemble.classes[0][(m[:, 0] > 0).astype(np.int64)]
+    if ensemble.label_rule is LabelRule.NON_NEGATIVE:
+        return ensemble.classes[0][(m[:, 0] >= 0).astype(np.int64)]
+    cols, start = [], 0
+    for classes in ensemble.classes:
+        cols.append(classes[np.argmax(m[:, start : start + len(classes)], axis=1)])
+        start += len(classes)
+    return cols[0] if len(cols) == 1 else np.stack(cols, axis=1)
+
+
+def outlier_scores(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
+    """IsolationForest ``score_samples`` from the summed path lengths, float64 [N]."""
+    params = ensemble.outlier
+    assert params is not None  # guaranteed by Ensemble.validate
+    if params.denominator == 0:
+        ratio = np.ones_like(m[:, 0])
+    else:
+        ratio = m[:, 0] / params.denominator
+    return -(2.0 ** (-ratio))
+
+
+def predict(ensemble: Ensemble, X: np.ndarray, raw: bool = False) -> dict[str, np.ndarray]:
+    """The outputs the graph contract names, computed by traversal (float64 values)."""
+    m = margin(ensemble, X)
+    out: dict[str, np.ndarray] = {}
+    if ensemble.task is Task.CLASSIFICATION:
+        out["label"] = labels(ensemble, m)
+    if ensemble.task is Task.OUTLIER:
+        samples = outlier_scores(ensemble, m)
+        scores = samples - ensemble.outlier.offset  # type: ignore[union-attr]
+        out["label"] = np.where(scores < 0, -1, 1).astype(np.int64)
+    if raw:
+        out["variable"] = m
+    elif ensemble.task is Task.CLASSIFICATION:
+        out["probabilities"] = probabilities(ensemble, m)
+    elif ensemble.task is Task.OUTLIER:
+        out["scores"] = scores[:, None]
+        out["score_samples"] = samples[:, None]
+    else:
+        out["variable"] = np.exp(m) if ensemble.link is Link.EXP else m
+    return out

@@ -1,0 +1,69 @@
+"""The matrices of the decision-machine papers for one tree (DESIGN.md "Matrices").
+
+With I internal nodes (breadth-first), L = I + 1 leaves (left to right), F features:
+
+- ``S``  {0,1}^{I x F}: one-hot feature selection; ``t`` the thresholds.
+- ``B``  {-1,0,+1}^{L x I}: template matrix; -1 if the leaf lies in the node's left subtree,
+  +1 in its right subtree, 0 off the leaf's path.
+- ``bitvector`` {0,1}^{L x I}: QuickScorer's bit-vector matrix; 0 iff the leaf lies in the
+  node's left subtree.
+- ``depth`` [L]: nonzeros of each row of ``B``; ``v`` [L, K]: leaf values.
+
+The exit leaf of ``h = sgn(Sx - t)`` (with sgn(0) = -1) is the unique leaf with ``B h = depth``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tree2mat.ir.core import Tree
+
+
+def leaf_paths(tree: Tree) -> list[list[tuple[int, int]]]:
+    """For each leaf, the (internal node, direction) pairs from the root; direction -1 = left."""
+    paths: list[list[tuple[int, int]]] = [[] for _ in range(tree.n_leaves)]
+    if tree.n_internal == 0:
+        return paths
+    stack: list[tuple[int, list[tuple[int, int]]]] = [(0, [])]
+    while stack:
+        ref, path = stack.pop()
+        if ref < 0:
+            paths[-1 - ref] = path
+            continue
+        stack.append((int(tree.right[ref]), path + [(ref, 1)]))
+        stack.append((int(tree.left[ref]), path + [(ref, -1)]))
+    return paths
+
+
+def template_matrix(tree: Tree) -> np.ndarray:
+    """B, int8 [L, I]."""
+    b = np.zeros((tree.n_leaves, tree.n_internal), np.int8)
+    for leaf, path in enumerate(leaf_paths(tree)):
+        for node, direction in path:
+            b[leaf, node] = direction
+    return b
+
+
+def bitvector_matrix(tree: Tree) -> np.ndarray:
+    """QuickScorer's bit-vector matrix, int8 [L, I]: 0 iff the leaf is in the node's left subtree."""
+    return (template_matrix(tree) != -1).astype(np.int8)
+
+
+def selection_matrix(tree: Tree, n_features: int) -> np.ndarray:
+    """S, int8 [I, F]."""
+    s = np.zeros((tree.n_internal, n_features), np.int8)
+    s[np.arange(tree.n_internal), tree.feature] = 1
+    return s
+
+
+def paper_matrices(tree: Tree, n_features: int) -> dict[str, np.ndarray]:
+    """``S``, ``t``, ``B``, ``bitvector``, ``v``, ``depth`` as named in the papers."""
+    b = template_matrix(tree)
+    return {
+        "S": selection_matrix(tree, n_features),
+        "t": tree.threshold.copy(),
+        "B": b,
+        "bitvector": (b != -1).astype(np.int8),
+        "v": tree.value.copy(),
+        "depth": np.count_nonzero(b, axis=1).astype(np.int64),
+    }

@@ -1,0 +1,587 @@
+"""``verify``: run an ONNX graph in onnxruntime and compare it with the original model.
+
+Checks, per execution provider:
+- routing: on graphs tree2mat wrote, the internal leaf ids [T, N] equal the reference
+  evaluator's, exactly (the evaluator itself is tested against the libraries);
+- labels: identical to the model's ``predict``;
+- values: ``|graph - model| <= atol + rtol * |model|`` per element, NaN only where the model has
+  NaN. Default ``rtol = 1e-6``; default ``atol = 1e-12 * (1 + |base| + sum_t max |leaf_t|)``. The
+  graph sums leaf values in float64 and rounds once to the output dtype, so what remains is the
+  output rounding (float32: 6e-8 relative) and float64 summation order.
+
+Without data, rows are synthesized (see :func:`synthesize`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from tree2mat import frontends
+from tree2mat.errors import DataError, DeviceUnavailableError, ModelFileError, OptionError, VerificationError
+from tree2mat.forms import FORMS
+from tree2mat.ir import evaluate
+from tree2mat.ir.core import Ensemble, Tree
+from tree2mat.ir.thresholds import compare_dtype, float32_neighbours, graph_thresholds
+
+REPORT_SCHEMA = 1
+DEVICES = ("cpu", "cuda", "all")
+PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"]}
+DEFAULT_RTOL = 1e-6
+#: Memory allowed for one chunk of rows in onnxruntime.
+CHUNK_BYTES = 256 * 2**20
+DATA_SUFFIXES = (".npy", ".npz", ".csv", ".parquet")
+
+
+# ---------------------------------------------------------------------------------- the report
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    row: int
+    input: list[float]
+    expected: Any
+    got: Any
+
+
+@dataclass(frozen=True)
+class OutputReport:
+    """One output (or ``routing``) on one device."""
+
+    name: str
+    device: str
+    compared: int
+    mismatches: int
+    max_abs_error: float
+    max_rel_error: float
+    first_mismatches: list[Mismatch] = field(default_factory=list)
+    problem: str = ""  # structural problem (missing output, wrong shape), if any
+
+    @property
+    def passed(self) -> bool:
+        return self.mismatches == 0 and not self.problem
+
+
+@dataclass(frozen=True)
+class Report:
+    model: str
+    onnx: str
+    rows: int
+    row_kinds: dict[str, int]
+    devices: list[str]
+    atol: float
+    rtol: float
+    outputs: list[OutputReport]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outputs)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["schema"] = REPORT_SCHEMA
+        d["passed"] = self.passed
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(_jsonable(self.to_dict()), indent=1, allow_nan=False)
+
+    def summary(self) -> str:
+        kinds = ", ".join(f"{v} {k}" for k, v in self.row_kinds.items() if v)
+        lines = [
+            f"verify {self.model} against {self.onnx}",
+            f"rows: {self.rows} ({kinds}); devices: {', '.join(self.devices)}; "
+            f"atol={self.atol:.3g} rtol={self.rtol:.3g}",
+        ]
+        lines += [f"note: {n}" for n in self.notes]
+        lines.append(f"{'output':<14} {'device':<6} {'compared':>9} {'mismatch':>9} {'max abs':>10} {'max rel':>10}")
+        for o in self.outputs:
+            lines.append(
+                f"{o.name:<14} {o.device:<6} {o.compared:>9} {o.mismatches:>9} "
+                f"{o.max_abs_error:>10.3g} {o.max_rel_error:>10.3g}"
+                + (f"  {o.problem}" if o.problem else "")
+            )
+            for m in o.first_mismatches:
+                lines.append(f"  row {m.row}: expected {m.expected!r}, got {m.got!r}; input {m.input}")
+        lines.append("PASS" if self.passed else "FAIL")
+        return "\n".join(lines)
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return _jsonable(obj.item())
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return str(obj)  # "nan", "inf", "-inf": JSON has no such numbers
+    return obj
+
+
+# ------------------------------------------------------------------------------------ the data
+
+
+def load_data(path: str | Path) -> np.ndarray:
+    """A 2-D float array from .npy, .npz (key ``X`` or the only array), .csv or .parquet."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            X = np.load(path, allow_pickle=False)
+        elif suffix == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                keys = list(z.keys())
+                if "X" not in keys and len(keys) != 1:
+                    raise DataError(f"{path}: .npz needs an array named 'X' or exactly one array; has {keys}")
+                X = z["X" if "X" in keys else keys[0]]
+        elif suffix == ".csv":
+            X = _load_csv(path)
+        elif suffix == ".parquet":
+            X = _load_parquet(path)
+        else:
+            raise DataError(f"{path}: unknown data file type {suffix!r}; supported: {', '.join(DATA_SUFFIXES)}")
+    except DataError:
+        raise
+    except Exception as exc:  # numpy/pandas raise many types on broken files
+        raise DataError(f"{path}: cannot read data: {type(exc).__name__}: {exc}") from exc
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[0] == 0:
+        raise DataError(f"{path}: data must be a non-empty 2-D array [rows, features], got shape {X.shape}")
+    if X.dtype.kind not in "iuf b":
+        raise DataError(f"{path}: data must be numeric, got {X.dtype}")
+    return X
+
+
+def _load_csv(path: Path) -> np.ndarray:
+    with path.open(encoding="utf-8") as fh:
+        first = fh.readline()
+    try:
+        [float(tok) for tok in first.strip().split(",")]
+        header = 0
+    except ValueError:
+        header = 1
+    return np.loadtxt(path, delimiter=",", skiprows=header, dtype=np.float64, ndmin=2)
+
+
+def _load_parquet(path: Path) -> np.ndarray:
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        raise DataError(f"{path}: reading parquet needs pandas and pyarrow (pip install 'tree2mat[data]')") from exc
+    frame = pd.read_parquet(path)
+    bad = [c for c in frame.columns if frame[c].dtype.kind not in "iufb"]
+    if bad:
+        raise DataError(f"{path}: non-numeric columns {bad[:5]}")
+    return frame.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _feature_values(ens: Ensemble) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
+    """Per feature: the numeric thresholds and the category values used anywhere."""
+    thresholds: list[list[np.ndarray]] = [[] for _ in range(ens.n_features)]
+    categories: list[list[np.ndarray]] = [[] for _ in range(ens.n_features)]
+    for tree in ens.trees:
+        numeric = np.ones(tree.n_internal, bool)
+        numeric[tree.cat_nodes] = False
+        for f in np.unique(tree.feature[numeric]):
+            thresholds[f].append(tree.threshold[numeric & (tree.feature == f)])
+        for m, node in enumerate(tree.cat_nodes):
+            vals = tree.cat_values[m]
+            categories[tree.feature[node]].append(vals[~np.isnan(vals)])
+    return thresholds, categories
+
+
+def _critical_values(ens: Ensemble, dtype: np.dtype) -> list[np.ndarray]:
+    """Per feature, values of ``dtype`` where routing can go wrong: each threshold's float32
+    neighbours (and, for float64 data, its float64 neighbours and the float64 values just around
+    the float32 rounding midpoints); each category value and one unseen value."""
+    thresholds, categories = _feature_values(ens)
+    out = []
+    for f in range(ens.n_features):
+        vals = []
+        if thresholds[f]:
+            t = np.unique(np.concatenate(thresholds[f]))
+            t = t[np.isfinite(t)]
+            vals.append(float32_neighbours(t).astype(np.float64).ravel())
+            if dtype == np.float64:
+                up = np.nextafter(t, np.inf)
+                mid = (graph_thresholds(t, ens.comparison, np.dtype(np.float32)).astype(np.float64)
+                       + np.nextafter(graph_thresholds(t, ens.comparison, np.dtype(np.float32)), np.float32(np.inf)).astype(np.float64)) / 2
+                vals += [t, up, np.nextafter(t, -np.inf), mid, np.nextafter(mid, np.inf), np.nextafter(mid, -np.inf)]
+        if categories[f]:
+            c = np.unique(np.concatenate(categories[f]))
+            vals += [c, np.asarray([c.max() + 1.0, -1.0])]
+        v = np.unique(np.concatenate(vals)) if vals else np.zeros(0)
+        with np.errstate(over="ignore"):
+            out.append(v[np.isfinite(v.astype(dtype))].astype(dtype))
+    return out
+
+
+def _ranges(ens: Ensemble) -> tuple[np.ndarray, np.ndarray]:
+    thresholds, categories = _feature_values(ens)
+    lo, hi = np.zeros(ens.n_features), np.ones(ens.n_features)
+    for f in range(ens.n_features):
+        vals = [np.concatenate(v) for v in (thresholds[f], categories[f]) if v]
+        if vals:
+            v = np.concatenate(vals)
+            v = v[np.isfinite(v)]
+            if v.size:
+                span = max(v.max() - v.min(), abs(v).max() * 0.1, 1.0)
+                lo[f], hi[f] = v.min() - 0.25 * span, v.max() + 0.25 * span
+    return lo, hi
+
+
+def _random_rows(ens: Ensemble, n: int, rng: np.random.Generator, dtype: np.dtype, critical: list[np.ndarray]) -> np.ndarray:
+    lo, hi = _ranges(ens)
+    X = rng.uniform(lo, hi, size=(n, ens.n_features))
+    for f, values in enumerate(critical):  # a third of the cells sit on a critical value
+        if values.size:
+            pick = rng.random(n) < 1 / 3
+            X[pick, f] = rng.choice(values, size=int(pick.sum()))
+    return X.astype(dtype)
+
+
+def _path_rows(ens: Ensemble, tree: Tree, node: int, base: np.ndarray, critical: list[np.ndarray], rng: np.random.Generator, nan: bool) -> list[np.ndarray]:
+    """Rows that reach ``node`` of ``tree`` and sit on its threshold (and neighbours), or on each
+    of its categories; plus NaN there when the model accepts it."""
+    row = base.copy()
+    lo = np.full(ens.n_features, -np.inf)
+    hi = np.full(ens.n_features, np.inf)
+    cmp = compare_dtype(ens.source_dtype, base.dtype)
+    parent: dict[int, tuple[int, bool]] = {}
+    for i in range(tree.n_internal):
+        for child, is_left in ((tree.left[i], True), (tree.right[i], False)):
+            if child >= 0:
+                parent[int(child)] = (i, is_left)
+    path = []
+    cur = node
+    while cur in parent:
+        p, is_left = parent[cur]
+        path.append((p, is_left))
+        cur = p
+    cat_row = {int(n): m for m, n in enumerate(tree.cat_nodes)}
+    for p, is_left in reversed(path):
+        f = int(tree.feature[p])
+        if p in cat_row:
+            m = cat_row[p]
+            vals, lefts = tree.cat_values[m], tree.cat_left[m]
+            ok = vals[(lefts == is_left) & ~np.isnan(vals)]
+            row[f] = rng.choice(ok) if ok.size else (np.nan if bool(tree.default_left[p]) == is_left else row[f])
+            continue
+        t = float(graph_thresholds(tree.threshold[p:p + 1], ens.comparison, cmp)[0])
+        if is_left:
+            hi[f] = min(hi[f], t)
+        else:
+            lo[f] = max(lo[f], float(np.nextafter(cmp.type(t), cmp.type(np.inf))))
+        if not lo[f] <= row[f] <= hi[f]:
+            inside = critical[f][(critical[f] >= lo[f]) & (critical[f] <= hi[f])]
+            row[f] = rng.choice(inside) if inside.size else (hi[f] if np.isfinite(hi[f]) else lo[f])
+    f = int(tree.feature[node])
+    if node in cat_row:
+        m = cat_row[node]
+        vals = tree.cat_values[m]
+        targets = list(vals[~np.isnan(vals)]) + [np.nanmax(vals) + 1.0]
+    else:
+        targets = list(float32_neighbours(tree.threshold[node:node + 1]).astype(np.float64).ravel())
+        if base.dtype == np.float64:
+            t = tree.threshold[node]
+            targets += [t, np.nextafter(t, np.inf), np.nextafter(t, -np.inf)]
+    if nan:
+        targets.append(np.nan)
+    rows = []
+    for v in targets:
+        r = row.copy()
+        with np.errstate(over="ignore"):
+            r[f] = base.dtype.type(v)
+        if np.isinf(r[f]) and not np.isinf(v):
+            continue
+        rows.append(r)
+    return rows
+
+
+def synthesize(
+    ens: Ensemble,
+    rows: int = 1000,
+    *,
+    dtype: np.dtype = np.dtype(np.float32),
+    seed: int = 0,
+    max_nodes: int = 20_000,
+) -> tuple[np.ndarray, dict[str, int]]:
+    """Rows for ``verify`` and the count of each kind:
+
+    - ``random``: uniform in the span of each feature's thresholds, a third of the cells on a
+      critical value (threshold neighbours, categories);
+    - ``threshold``: for every internal node (a seeded sample of ``max_nodes`` when there are
+      more), a row that reaches it with the node's feature on the threshold, on the float32 numbers
+      just below and above it, and on the largest float32 <= t and its successor (plus the float64
+      neighbours for float64 data); each category of a categorical node and an unseen one;
+    - ``nan`` / ``inf``: where the model accepts them, cells NaN or +-inf, and NaN at each node;
+    - ``extreme``: +-max float32, +-smallest subnormal, +-0.
+    """
+    if rows < 0:
+        raise OptionError("--rows must be >= 0")
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(seed)
+    critical = _critical_values(ens, dtype)
+    parts = {"random": _random_rows(ens, rows, rng, dtype, critical)}
+    nodes = [(t, i) for t, tree in enumerate(ens.trees) for i in range(tree.n_internal)]
+    if len(nodes) > max_nodes:
+        keep = np.sort(rng.choice(len(nodes), size=max_nodes, replace=False))
+        nodes = [nodes[k] for k in keep]
+    base = _random_rows(ens, max(len(nodes), 1), rng, dtype, critical)
+    boundary: list[np.ndarray] = []
+    for k, (t, i) in enumerate(nodes):
+        boundary += _path_rows(ens, ens.trees[t], i, base[k], critical, rng, ens.accepts_nan)
+    parts["threshold"] = np.asarray(boundary, dtype).reshape(-1, ens.n_features)
+    n_special = max(rows // 4, 16)
+    if ens.accepts_nan:
+        X = _random_rows(ens, n_special, rng, dtype, critical)
+        X[rng.random(X.shape) < 0.3] = np.nan
+        X[0] = np.nan
+        parts["nan"] = X
+    if ens.accepts_inf:
+        X = _random_rows(ens, n_special, rng, dtype, critical)
+        cells = rng.random(X.shape)
+        X[cells < 0.15] = np.inf
+        X[(cells >= 0.15) & (cells < 0.3)] = -np.inf
+        X[0], X[1] = np.inf, -np.inf
+        parts["inf"] = X
+    X = _random_rows(ens, n_special, rng, dtype, critical)
+    specials = np.asarray([np.finfo(np.float32).max, np.finfo(np.float32).smallest_subnormal, 0.0])
+    specials = np.concatenate([specials, -specials]).astype(dtype)
+    cells = rng.random(X.shape) < 0.3
+    X[cells] = rng.choice(specials, size=int(cells.sum()))
+    parts["extreme"] = X
+    for kind, X in parts.items():  # only rows the source model accepts
+        keep = np.ones(X.shape[0], bool)
+        if not ens.accepts_nan:
+            keep &= ~np.isnan(X).any(axis=1)
+        if not ens.accepts_inf:
+            keep &= ~np.isinf(X).any(axis=1)
+        elif ens.finite_features:
+            if kind == "inf":  # keep the rows; move inf off the features that refuse it
+                cols = list(ens.finite_features)
+                X[:, cols] = np.where(np.isinf(X[:, cols]), 0.0, X[:, cols])
+            keep &= ~np.isinf(X[:, list(ens.finite_features)]).any(axis=1)
+        parts[kind] = X[keep]
+    kinds = {k: int(v.shape[0]) for k, v in parts.items()}
+    return np.concatenate(list(parts.values()), axis=0), kinds
+
+
+# ---------------------------------------------------------------------------- running the graph
+
+
+def devices_for(device: str) -> list[str]:
+    """The devices to run on; ``cuda`` without the CUDA provider is an error, never a CPU run."""
+    import onnxruntime as ort
+
+    if device not in DEVICES:
+        raise OptionError(f"unknown device {device!r}; choose one of {', '.join(DEVICES)}")
+    has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
+    if device == "cuda" and not has_cuda:
+        raise DeviceUnavailableError(
+            "--device cuda: this onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu "
+            "on a machine with a CUDA GPU); nothing was run"
+        )
+    if device == "all":
+        return ["cpu", "cuda"] if has_cuda else ["cpu"]
+    return [device]
+
+
+def _session(model: onnx.ModelProto, device: str) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    try:
+        return ort.InferenceSession(model.SerializeToString(), opts, providers=PROVIDERS[device])
+    except Exception as exc:
+        raise VerificationError(f"onnxruntime cannot load the graph on {device}: {exc}") from exc
+
+
+def run_graph(model: onnx.ModelProto, X: np.ndarray, device: str = "cpu", rows_per_chunk: int = 65536) -> dict[str, np.ndarray]:
+    """Run ``model`` on ``X`` in chunks of rows; outputs by name (leaf ids, if exposed, [N, T])."""
+    sess = _session(model, device)
+    name = sess.get_inputs()[0].name
+    names = [o.name for o in sess.get_outputs()]
+    chunks: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    for start in range(0, X.shape[0], rows_per_chunk):
+        try:
+            outs = sess.run(None, {name: X[start:start + rows_per_chunk]})
+        except Exception as exc:
+            raise VerificationError(f"onnxruntime failed to run the graph on {device}: {exc}") from exc
+        for n, o in zip(names, outs):
+            chunks[n].append(o)
+    axis = {n: 1 if n == _leaf_tensor(model) else 0 for n in names}
+    return {n: np.concatenate(chunks[n], axis=axis[n]) for n in names}
+
+
+def _metadata(model: onnx.ModelProto) -> dict[str, str]:
+    return {p.key: p.value for p in model.metadata_props}
+
+
+def _leaf_tensor(model: onnx.ModelProto) -> str | None:
+    return _metadata(model).get("tree2mat.leaf_tensor")
+
+
+def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble) -> tuple[onnx.ModelProto, bool]:
+    """A copy of ``model`` that also outputs the leaf-id tensor, when tree2mat wrote it for a
+    model of this many trees."""
+    meta = _metadata(model)
+    leaf = meta.get("tree2mat.leaf_tensor")
+    if not leaf or meta.get("tree2mat.n_trees") != str(ens.n_trees):
+        return model, False
+    produced = {o for n in model.graph.node for o in n.output}
+    if leaf not in produced:
+        return model, False
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    if leaf not in {o.name for o in out.graph.output}:
+        out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, onnx.TensorProto.INT64, None))
+    return out, True
+
+
+# ------------------------------------------------------------------------------- the comparison
+
+
+def compare(name: str, device: str, got: np.ndarray, expected: np.ndarray, X: np.ndarray, atol: float, rtol: float, exact: bool, max_report: int = 5) -> OutputReport:
+    """Compare one output: exactly (labels, leaf ids) or within ``atol + rtol * |expected|``."""
+    if got.shape != expected.shape:
+        return OutputReport(name, device, 0, 0, 0.0, 0.0, problem=f"shape {got.shape}, expected {expected.shape}")
+    if exact or expected.dtype.kind in "USOb" or got.dtype.kind in "USO":
+        if expected.dtype.kind in "USO" or got.dtype.kind in "USO":
+            bad = got.astype(str) != expected.astype(str)
+        else:
+            bad = got != expected
+        err_abs = err_rel = 0.0
+    else:
+        g, e = got.astype(np.float64), expected.astype(np.float64)
+        both_nan = np.isnan(g) & np.isnan(e)
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.where(both_nan | (g == e), 0.0, np.abs(g - e))
+            diff = np.where(np.isnan(diff), np.inf, diff)
+            bad = diff > atol + rtol * np.abs(np.nan_to_num(e, nan=0.0, posinf=0.0, neginf=0.0))
+            rel = diff / np.maximum(np.abs(e), np.finfo(np.float64).tiny)
+        err_abs = float(diff.max()) if diff.size else 0.0
+        err_rel = float(np.nan_to_num(rel, nan=0.0).max()) if rel.size else 0.0
+    bad_rows = np.flatnonzero(bad.reshape(bad.shape[0], -1).any(axis=1)) if bad.size else np.zeros(0, int)
+    first = [
+        Mismatch(int(r), X[r].tolist(), expected[r].tolist(), got[r].tolist()) for r in bad_rows[:max_report]
+    ]
+    return OutputReport(name, device, int(expected.shape[0]), int(bad_rows.size), err_abs, err_rel, first)
+
+
+def default_atol(ens: Ensemble) -> float:
+    scale = 1.0 + float(np.abs(ens.base_score).max()) + sum(float(np.abs(t.value).max()) for t in ens.trees)
+    return 1e-12 * scale
+
+
+def _load_onnx(onnx_model_or_path: Any) -> tuple[onnx.ModelProto, str]:
+    if isinstance(onnx_model_or_path, onnx.ModelProto):
+        return onnx_model_or_path, "<ModelProto>"
+    path = Path(onnx_model_or_path)
+    if not path.is_file():
+        raise ModelFileError(f"{path}: no such file")
+    try:
+        return onnx.load(str(path)), str(path)
+    except Exception as exc:
+        raise ModelFileError(f"{path}: not a readable ONNX file: {type(exc).__name__}") from exc
+
+
+def _check_graph_input(model: onnx.ModelProto, ens: Ensemble) -> np.dtype:
+    if len(model.graph.input) != 1:
+        raise VerificationError(f"the ONNX graph has {len(model.graph.input)} inputs; a tree2mat graph has one")
+    inp = model.graph.input[0]
+    tt = inp.type.tensor_type
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+    if len(dims) != 2:
+        raise VerificationError(f"the ONNX input {inp.name!r} has rank {len(dims)}, expected [N, features]")
+    if dims[1] is not None and dims[1] != ens.n_features:
+        raise VerificationError(
+            f"the ONNX graph takes {dims[1]} features, the model {ens.n_features}: not a graph of this model"
+        )
+    dtypes = {onnx.TensorProto.FLOAT: np.dtype(np.float32), onnx.TensorProto.DOUBLE: np.dtype(np.float64)}
+    if tt.elem_type not in dtypes:
+        raise VerificationError(f"the ONNX input has element type {tt.elem_type}, expected float or double")
+    return dtypes[tt.elem_type]
+
+
+def verify(
+    model_or_path: Any,
+    onnx_model_or_path: Any,
+    data: Any = None,
+    *,
+    device: str = "cpu",
+    rows: int = 1000,
+    atol: float | None = None,
+    rtol: float = DEFAULT_RTOL,
+    seed: int = 0,
+    max_report: int = 5,
+) -> Report:
+    """Compare the ONNX graph with the original model; ``Report.passed`` is the verdict.
+
+    ``data``: an array or a file path (.npy, .npz, .csv, .parquet); None synthesizes rows.
+    """
+    devices = devices_for(device)
+    if atol is not None and atol < 0 or rtol < 0:
+        raise OptionError("--atol and --rtol must be >= 0")
+    model_name = str(model_or_path) if isinstance(model_or_path, (str, Path)) else type(model_or_path).__name__
+    model = frontends.resolve(model_or_path)
+    ens = frontends.to_ensemble(model)
+    onx, onnx_name = _load_onnx(onnx_model_or_path)
+    in_dtype = _check_graph_input(onx, ens)
+    notes = []
+    if data is None:
+        X, kinds = synthesize(ens, rows, dtype=in_dtype, seed=seed)
+    else:
+        X = load_data(data) if isinstance(data, (str, Path)) else np.asarray(data)
+        if X.ndim != 2 or X.shape[1] != ens.n_features:
+            raise DataError(f"data has shape {X.shape}; the model expects [N, {ens.n_features}]")
+        X = X.astype(in_dtype)
+        kinds = {"data": int(X.shape[0])}
+    meta = _metadata(onx)
+    names = {o.name for o in onx.graph.output}
+    raw = meta.get("tree2mat.raw") == "1" or ("variable" in names and ens.task.value != "regression")
+    if isinstance(model, Ensemble):
+        expected = evaluate.predict(ens, X, raw=raw)
+        notes.append("no original library model: compared with tree2mat's reference evaluator")
+    else:
+        # Rows at +-max float32 overflow sklearn's finiteness pre-check (a sum); it then checks
+        # element by element and accepts them, so its float warnings say nothing here.
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                expected = frontends.frontend_for(model).reference_outputs(model, X, raw)
+        except Exception as exc:  # the library refuses the rows (inf, NaN where unsupported, ...)
+            raise DataError(f"the model itself rejects the data: {type(exc).__name__}: {exc}") from exc
+    onx_run, routing = _with_leaf_output(onx, ens)
+    leaf_name = meta.get("tree2mat.leaf_tensor", "")
+    if routing:
+        leaves_ref = evaluate.apply(ens, X)
+    else:
+        notes.append("the graph exposes no tree2mat leaf ids: routing checked through outputs only")
+    form = FORMS.get(meta.get("tree2mat.form", ""))
+    per_row = form.bytes_per_row(ens) if form else 64 * 1024
+    chunk = max(1, min(65536, CHUNK_BYTES // max(per_row, 1)))
+    atol_v = default_atol(ens) if atol is None else atol
+    reports: list[OutputReport] = []
+    for dev in devices:
+        got = run_graph(onx_run, X, dev, chunk)
+        for name, exp in expected.items():
+            if name not in got:
+                reports.append(OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph"))
+                continue
+            exact = name == "label"
+            reports.append(compare(name, dev, got[name], np.asarray(exp), X, atol_v, rtol, exact, max_report))
+        if routing:
+            reports.append(compare("routing", dev, got[leaf_name].T, leaves_ref, X, 0, 0, True, max_report))
+    return Report(model_name, onnx_name, int(X.shape[0]), kinds, devices, atol_v, rtol, reports, notes)
