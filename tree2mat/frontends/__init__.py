@@ -22,7 +22,7 @@ class FrontendSpec:
     handles: Callable[[Any], bool]
     to_ensemble: Callable[[Any], Ensemble]
     reference_outputs: Callable[[Any, np.ndarray, bool], dict[str, np.ndarray]]
-    estimators: tuple[str, ...]
+    estimators: dict[str, _sklearn.EstimatorSpec]
 
 
 FRONTENDS: dict[str, FrontendSpec] = {
@@ -34,7 +34,7 @@ FRONTENDS: dict[str, FrontendSpec] = {
             handles=_sklearn.handles,
             to_ensemble=_sklearn.to_ensemble,
             reference_outputs=_sklearn.reference_outputs,
-            estimators=tuple(_sklearn.CONVERTERS),
+            estimators=_sklearn.ESTIMATORS,
         ),
     )
 }

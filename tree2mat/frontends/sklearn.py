@@ -11,6 +11,7 @@ Semantics followed (scikit-learn 1.5 - 1.9):
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -278,20 +279,45 @@ def _isolation_forest(model: Any) -> Ensemble:
 
 # ------------------------------------------------------------------------------------ registry
 
-CONVERTERS: dict[str, Callable[[Any], Ensemble]] = {
-    "DecisionTreeClassifier": _single_tree,
-    "DecisionTreeRegressor": _single_tree,
-    "ExtraTreeClassifier": _single_tree,
-    "ExtraTreeRegressor": _single_tree,
-    "RandomForestClassifier": _forest,
-    "RandomForestRegressor": _forest,
-    "ExtraTreesClassifier": _forest,
-    "ExtraTreesRegressor": _forest,
-    "GradientBoostingClassifier": _gradient_boosting,
-    "GradientBoostingRegressor": _gradient_boosting,
-    "HistGradientBoostingClassifier": _hist_gradient_boosting,
-    "HistGradientBoostingRegressor": _hist_gradient_boosting,
-    "IsolationForest": _isolation_forest,
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """One supported estimator: its converter and what the README's support table says of it."""
+
+    convert: Callable[[Any], Ensemble]
+    task: str
+    missing: str
+    notes: str = ""
+
+
+_CLS_NOTES = "int or str labels; multi-output"
+_REG_NOTES = "multi-output"
+_GB_CLS = "log_loss (binary, multiclass), exponential; init None or 'zero'"
+_GB_REG = "squared_error, absolute_error, huber, quantile; init None or 'zero'"
+_NAN = "NaN (missing_go_to_left)"
+
+ESTIMATORS: dict[str, EstimatorSpec] = {
+    "DecisionTreeClassifier": EstimatorSpec(_single_tree, "classification", _NAN, _CLS_NOTES),
+    "DecisionTreeRegressor": EstimatorSpec(_single_tree, "regression", _NAN, _REG_NOTES),
+    "ExtraTreeClassifier": EstimatorSpec(_single_tree, "classification", _NAN, _CLS_NOTES),
+    "ExtraTreeRegressor": EstimatorSpec(_single_tree, "regression", _NAN, _REG_NOTES),
+    "RandomForestClassifier": EstimatorSpec(_forest, "classification", _NAN, _CLS_NOTES),
+    "RandomForestRegressor": EstimatorSpec(_forest, "regression", _NAN, _REG_NOTES),
+    "ExtraTreesClassifier": EstimatorSpec(_forest, "classification", _NAN, _CLS_NOTES),
+    "ExtraTreesRegressor": EstimatorSpec(_forest, "regression", _NAN, _REG_NOTES),
+    "GradientBoostingClassifier": EstimatorSpec(_gradient_boosting, "classification", "no (sklearn refuses NaN)", _GB_CLS),
+    "GradientBoostingRegressor": EstimatorSpec(_gradient_boosting, "regression", "no (sklearn refuses NaN)", _GB_REG),
+    "HistGradientBoostingClassifier": EstimatorSpec(
+        _hist_gradient_boosting, "classification", "NaN, +-inf",
+        "log_loss (binary, multiclass); categorical features (numeric categories)",
+    ),
+    "HistGradientBoostingRegressor": EstimatorSpec(
+        _hist_gradient_boosting, "regression", "NaN, +-inf",
+        "squared_error, absolute_error, gamma, poisson, quantile; categorical features",
+    ),
+    "IsolationForest": EstimatorSpec(
+        _isolation_forest, "outlier detection", "NaN, +-inf",
+        "predict, decision_function, score_samples; max_features < 1",
+    ),
 }
 
 
@@ -307,13 +333,13 @@ def to_ensemble(model: Any) -> Ensemble:
             f"scikit-learn Pipeline ({steps}) is not supported yet; convert its tree step "
             "(pipeline[-1]) and apply the other steps before the graph"
         )
-    if name not in CONVERTERS:
+    if name not in ESTIMATORS:
         raise UnsupportedModelError(
-            f"scikit-learn {name} is not supported; supported: {', '.join(CONVERTERS)}"
+            f"scikit-learn {name} is not supported; supported: {', '.join(ESTIMATORS)}"
         )
     if not hasattr(model, "n_features_in_"):
         raise UnsupportedModelError(f"scikit-learn {name} is not fitted")
-    return CONVERTERS[name](model)
+    return ESTIMATORS[name].convert(model)
 
 
 # ------------------------------------------------------------------------- reference outputs

@@ -1,0 +1,205 @@
+"""The command line: exit codes, one-line errors, files never left half-written or clobbered."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer, load_iris
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
+
+from tree2mat.cli import main
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("models")
+    X, y = load_breast_cancer(return_X_y=True)
+    a = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    b = RandomForestClassifier(n_estimators=5, random_state=1).fit(X, y)
+    joblib.dump(a, d / "a.joblib")
+    with open(d / "b.pkl", "wb") as fh:
+        pickle.dump(b, fh)
+    assert main(["convert", str(d / "a.joblib"), "-o", str(d / "a.onnx")]) == 0
+    assert main(["convert", str(d / "b.pkl"), "-o", str(d / "b.onnx")]) == 0
+    return d
+
+
+def one_line_error(capsys, code, expected_code, *needles):
+    err = capsys.readouterr().err.strip()
+    assert code == expected_code, err
+    assert err.startswith("tree2mat: error:") and "\n" not in err, err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in err, err
+
+
+def test_convert_and_verify_pass(models, capsys, tmp_path):
+    report = tmp_path / "r.json"
+    code = main(["verify", str(models / "a.joblib"), str(models / "a.onnx"), "--json", str(report)])
+    out = capsys.readouterr().out
+    assert code == 0 and out.rstrip().endswith("PASS")
+    doc = json.loads(report.read_text())
+    assert doc["passed"] is True and doc["schema"] == 1
+    assert {o["name"] for o in doc["outputs"]} == {"label", "probabilities", "routing"}
+
+
+def test_verify_json_to_stdout(models, capsys):
+    assert main(["verify", str(models / "a.joblib"), str(models / "a.onnx"), "--json", "-", "--rows", "50"]) == 0
+    assert json.loads(capsys.readouterr().out)["passed"] is True
+
+
+def test_verify_fails_with_exit_1_on_another_models_graph(models, capsys):
+    code = main(["verify", str(models / "a.joblib"), str(models / "b.onnx")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.rstrip().endswith("FAIL") and "row " in out  # first mismatching rows shown
+
+
+def test_verify_exit_2_on_wrong_width_data(models, capsys, tmp_path):
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.zeros((10, 7)))
+    code = main(["verify", str(models / "a.joblib"), str(models / "a.onnx"), "--data", str(bad)])
+    one_line_error(capsys, code, 2, "shape (10, 7)", "[N, 30]")
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".npz", ".csv", ".parquet"])
+def test_verify_reads_data_files(models, capsys, tmp_path, suffix):
+    X = load_breast_cancer(return_X_y=True)[0][:50]
+    path = tmp_path / f"x{suffix}"
+    if suffix == ".npy":
+        np.save(path, X)
+    elif suffix == ".npz":
+        np.savez(path, X=X)
+    elif suffix == ".csv":
+        header = ",".join(f"f{i}" for i in range(X.shape[1]))
+        np.savetxt(path, X, delimiter=",", header=header, comments="")
+    else:
+        pd = pytest.importorskip("pandas")
+        pytest.importorskip("pyarrow")
+        pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])]).to_parquet(path)
+    code = main(["verify", str(models / "a.joblib"), str(models / "a.onnx"), "--data", str(path)])
+    assert code == 0, capsys.readouterr()
+    assert "50 data" in capsys.readouterr().out
+
+
+def test_verify_exit_2_on_unreadable_data(models, capsys, tmp_path):
+    bad = tmp_path / "x.npy"
+    bad.write_bytes(b"not numpy")
+    code = main(["verify", str(models / "a.joblib"), str(models / "a.onnx"), "--data", str(bad)])
+    one_line_error(capsys, code, 2, "cannot read data")
+
+
+def test_verify_cuda_without_provider_is_exit_2(models, capsys, has_cuda):
+    if has_cuda:
+        pytest.skip("this onnxruntime has the CUDA provider; the refusal cannot be seen here")
+    code = main(["verify", str(models / "a.joblib"), str(models / "a.onnx"), "--device", "cuda"])
+    one_line_error(capsys, code, 2, "CUDAExecutionProvider", "nothing was run")
+
+
+def test_verify_exit_1_on_graph_of_other_width(models, capsys, tmp_path):
+    X, y = load_iris(return_X_y=True)
+    joblib.dump(RandomForestClassifier(n_estimators=2, random_state=0).fit(X, y), tmp_path / "iris.joblib")
+    assert main(["convert", str(tmp_path / "iris.joblib"), "-o", str(tmp_path / "iris.onnx")]) == 0
+    capsys.readouterr()
+    code = main(["verify", str(models / "a.joblib"), str(tmp_path / "iris.onnx")])
+    err = capsys.readouterr().err
+    assert code == 1 and "takes 4 features, the model 30" in err
+
+
+@pytest.mark.parametrize(
+    "content,suffix,needle",
+    [
+        (b"\x80\x04garbage", ".pkl", "cannot unpickle"),
+        (b"", ".joblib", "cannot unpickle"),
+        (b"{not json", ".json", "not valid JSON"),
+        (b'{"learner": {}}', ".json", "not a tree2mat IR document"),
+        (b'{"tree2mat_ir": 1, "n_features": 2}', ".json", "missing field 'trees'"),
+        (b"x", ".txt", "unknown model file type"),
+        (b"x", ".onnx", "this is an ONNX file"),
+        (b"PK\x03\x04junk", ".skops", "skops"),
+    ],
+)
+def test_bad_model_files_are_one_line_errors(tmp_path, capsys, content, suffix, needle):
+    path = tmp_path / f"model{suffix}"
+    path.write_bytes(content)
+    out = tmp_path / "out.onnx"
+    code = main(["convert", str(path), "-o", str(out)])
+    one_line_error(capsys, code, 2, needle)
+    assert not out.exists()
+
+
+def test_missing_files_and_bad_options(models, capsys, tmp_path):
+    one_line_error(capsys, main(["convert", str(tmp_path / "nope.pkl"), "-o", str(tmp_path / "o.onnx")]), 2, "no such file")
+    one_line_error(capsys, main(["convert", str(models / "a.joblib"), "-o", str(tmp_path / "o.onnx"), "--form", "magic"]), 2, "unknown form 'magic'", "sign")
+    one_line_error(capsys, main(["convert", str(models / "a.joblib"), "-o", str(tmp_path / "o.onnx"), "--dtype", "float16"]), 2, "dtype 'float16'")
+    one_line_error(capsys, main(["convert", str(models / "a.joblib"), "-o", str(tmp_path / "o.onnx"), "--opset", "7"]), 2, "opset 7")
+    one_line_error(capsys, main(["convert", str(models / "a.joblib"), "-o", str(tmp_path / "no" / "o.onnx")]), 2, "no such directory")
+    one_line_error(capsys, main(["verify", str(models / "a.joblib"), str(models / "a.onnx"), "--device", "tpu"]), 2, "unknown device")
+    one_line_error(capsys, main(["inspect", str(models / "a.joblib"), "--tree", "99"]), 2, "out of range", "5 trees")
+    one_line_error(capsys, main(["inspect", str(models / "a.joblib"), "--format", "xml"]), 2, "unknown format")
+    one_line_error(capsys, main(["convert", str(models / "a.joblib")]), 2, "Missing option")
+    one_line_error(capsys, main(["verify", str(models / "a.joblib"), str(models / "a.joblib")]), 2, "not a readable ONNX file")
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_failed_convert_never_clobbers_an_existing_file(tmp_path, capsys):
+    out = tmp_path / "model.onnx"
+    out.write_bytes(b"precious")
+    bad = tmp_path / "broken.pkl"
+    bad.write_bytes(b"junk")
+    assert main(["convert", str(bad), "-o", str(out)]) == 2
+    assert out.read_bytes() == b"precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.pkl", "model.onnx"]  # no temp files
+
+
+def test_same_model_gives_identical_bytes(models, tmp_path):
+    for name in ("x.onnx", "y.onnx"):
+        assert main(["convert", str(models / "a.joblib"), "-o", str(tmp_path / name)]) == 0
+    assert (tmp_path / "x.onnx").read_bytes() == (tmp_path / "y.onnx").read_bytes()
+    assert (tmp_path / "x.onnx").read_bytes() == (models / "a.onnx").read_bytes()
+
+
+def test_inspect_summary(models, capsys):
+    assert main(["inspect", str(models / "a.joblib")]) == 0
+    out = capsys.readouterr().out
+    assert "trees: 5" in out and "sign: constants" in out and "features: 30" in out
+    assert main(["inspect", str(models / "a.joblib"), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["trees"] == 5 and doc["forms"]["sign"]["exact"] is True
+
+
+def test_pipeline_is_refused_by_the_cli(tmp_path, capsys):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_iris(return_X_y=True)
+    joblib.dump(make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=2)).fit(X, y), tmp_path / "p.joblib")
+    code = main(["convert", str(tmp_path / "p.joblib"), "-o", str(tmp_path / "p.onnx")])
+    one_line_error(capsys, code, 2, "Pipeline", "StandardScaler", "RandomForestClassifier")
+
+
+def test_console_script_end_to_end(tmp_path):
+    """The installed `tree2mat` command, as a user runs it (also `python -m tree2mat`)."""
+    X, y = load_iris(return_X_y=True)
+    model = HistGradientBoostingClassifier(max_iter=5).fit(X, y)
+    joblib.dump(model, tmp_path / "m.joblib")
+    env = dict(os.environ)
+    run = subprocess.run([str(BIN / "tree2mat"), "convert", str(tmp_path / "m.joblib"), "-o", str(tmp_path / "m.onnx")], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    assert "wrote" in run.stdout and "label [N] int64" in run.stdout
+    run = subprocess.run([sys.executable, "-m", "tree2mat", "verify", str(tmp_path / "m.joblib"), str(tmp_path / "m.onnx")], capture_output=True, text=True, env=env)
+    assert run.returncode == 0 and "PASS" in run.stdout, run.stdout + run.stderr
+    run = subprocess.run([str(BIN / "tree2mat"), "convert", str(tmp_path / "nope.pkl"), "-o", str(tmp_path / "x.onnx")], capture_output=True, text=True, env=env)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+    run = subprocess.run([str(BIN / "tree2mat"), "--version"], capture_output=True, text=True, env=env)
+    assert run.returncode == 0 and run.stdout.startswith("tree2mat ")

@@ -1,0 +1,45 @@
+"""The CUDA provider (see ../shared/docs/GPU.md): skipped where onnxruntime has no CUDA provider,
+which is every CI run. On a GPU machine: every exact graph runs entirely on CUDA (no CPU fallback)
+with onnxruntime's default TF32 setting, and routes like the CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from sklearn.datasets import load_breast_cancer
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
+
+import tree2mat
+from tree2mat.verify import synthesize
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(
+        "CUDAExecutionProvider" not in ort.get_available_providers(),
+        reason="onnxruntime has no CUDAExecutionProvider here (CPU build or no GPU)",
+    ),
+]
+
+X, Y = load_breast_cancer(return_X_y=True)
+MODELS = [
+    RandomForestClassifier(n_estimators=20, random_state=0).fit(X, Y),
+    HistGradientBoostingClassifier(max_iter=30, random_state=0).fit(X, Y),
+]
+
+
+@pytest.mark.parametrize("model", MODELS, ids=["forest", "hist"])
+def test_verify_on_cuda(model):
+    report = tree2mat.verify(model, tree2mat.convert(model), device="cuda")
+    assert report.passed, report.summary()
+
+
+@pytest.mark.parametrize("model", MODELS, ids=["forest", "hist"])
+def test_no_cpu_fallback_and_same_leaves_as_cpu(model):
+    onx = tree2mat.convert(model, leaves=True)
+    opts = ort.SessionOptions()
+    opts.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    cuda = ort.InferenceSession(onx.SerializeToString(), opts, providers=["CUDAExecutionProvider"])
+    cpu = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    rows, _ = synthesize(tree2mat.load(model), 1000)
+    np.testing.assert_array_equal(cuda.run(["leaves"], {"input": rows})[0], cpu.run(["leaves"], {"input": rows})[0])

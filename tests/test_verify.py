@@ -1,0 +1,75 @@
+"""verify's data synthesis and report."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+from sklearn.datasets import load_diabetes, load_iris
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestRegressor
+
+import tree2mat
+from tree2mat.ir import apply
+from tree2mat.ir.matrices import leaf_paths
+from tree2mat.ir.thresholds import largest_float32_at_most
+from tree2mat.verify import synthesize
+
+XD, YD = load_diabetes(return_X_y=True)
+
+
+def test_threshold_rows_reach_every_node_on_and_around_its_threshold():
+    model = RandomForestRegressor(n_estimators=3, max_depth=6, random_state=0).fit(XD, YD)
+    ens = tree2mat.load(model)
+    X, kinds = synthesize(ens, rows=10)
+    start = kinds["random"]
+    rows = X[start:start + kinds["threshold"]]
+    leaves = apply(ens, rows)
+    for t, tree in enumerate(ens.trees):
+        on_path = [{n for n, _ in p} for p in leaf_paths(tree)]
+        for node in range(tree.n_internal):
+            reach = np.asarray([node in on_path[leaf] for leaf in leaves[:, t]])
+            values = rows[reach, tree.feature[node]]
+            down = largest_float32_at_most(tree.threshold[node:node + 1])[0]
+            up = np.nextafter(down, np.float32(np.inf))
+            assert down in values and up in values, (t, node)
+
+
+def test_nan_and_inf_rows_only_where_the_model_accepts_them():
+    rf = tree2mat.load(RandomForestRegressor(n_estimators=2, random_state=0).fit(XD, YD))
+    X, kinds = synthesize(rf, rows=50)
+    assert np.isnan(X).any() and not np.isinf(X).any() and "inf" not in kinds
+    X, y = load_iris(return_X_y=True)
+    hgb = tree2mat.load(HistGradientBoostingClassifier(max_iter=3).fit(X, y))
+    X, kinds = synthesize(hgb, rows=50)
+    assert np.isposinf(X).any() and np.isneginf(X).any() and kinds["inf"] > 0
+
+
+def test_report_json_and_missing_output():
+    model = RandomForestRegressor(n_estimators=2, random_state=0).fit(XD, YD)
+    onx = tree2mat.convert(model)
+    report = tree2mat.verify(model, onx, rows=20)
+    doc = json.loads(report.to_json())
+    assert doc["passed"] and doc["rows"] == report.rows and doc["schema"] == 1
+    broken = onnx.ModelProto()
+    broken.CopyFrom(onx)
+    broken.graph.output[0].name = "something_else"
+    broken.graph.node[-1].output[0] = "something_else"
+    bad = tree2mat.verify(model, broken, rows=20)
+    assert not bad.passed
+    assert any(o.problem == "output missing from the graph" for o in bad.outputs)
+
+
+def test_values_off_by_one_leaf_are_caught_through_routing():
+    """A graph whose leaf values are right but one tree's routing is off is caught even when the
+    value error is below the tolerance."""
+    model = RandomForestRegressor(n_estimators=50, max_depth=3, random_state=0).fit(XD, YD)
+    onx = tree2mat.convert(model)
+    # Shift the threshold of tree 0's root by a lot: routing changes for many rows.
+    thr = next(i for i in onx.graph.initializer if i.name == "threshold")
+    arr = onnx.numpy_helper.to_array(thr).copy()
+    arr[0] += 0.01
+    thr.CopyFrom(onnx.numpy_helper.from_array(arr, "threshold"))
+    report = tree2mat.verify(model, onx, rows=200, rtol=0.5)
+    routing = [o for o in report.outputs if o.name == "routing"][0]
+    assert not report.passed and routing.mismatches > 0
