@@ -66,7 +66,7 @@ def convert(
     import tree2mat
     from tree2mat.forms import DEFAULT_OPSET
 
-    onx = tree2mat.convert(model, form, dtype=dtype, opset=opset or DEFAULT_OPSET, raw=raw, leaves=leaves)
+    onx = tree2mat.convert(model, form, dtype=dtype, opset=DEFAULT_OPSET if opset is None else opset, raw=raw, leaves=leaves)
     size = tree2mat.save(onx, output)
     meta = {p.key: p.value for p in onx.metadata_props}
     outs = ", ".join(_describe(o) for o in onx.graph.output)

@@ -10,6 +10,16 @@ from pathlib import Path
 from tree2mat.errors import OptionError, Tree2MatError
 
 
+def _mode_for(path: Path) -> int:
+    """The mode of the file being replaced, else 0666 less the umask."""
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def atomic_write(path: str | Path, data: bytes) -> int:
     """Write ``data`` to ``path`` atomically; return the number of bytes written."""
     path = Path(path)
@@ -24,6 +34,7 @@ def atomic_write(path: str | Path, data: bytes) -> int:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, _mode_for(path))  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)

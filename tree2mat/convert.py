@@ -26,9 +26,11 @@ def load(model_or_path: Any) -> Ensemble:
 def graph_options(dtype: str = "float32", opset: int = DEFAULT_OPSET, raw: bool = False, leaves: bool = False) -> GraphOptions:
     if dtype not in DTYPES:
         raise OptionError(f"dtype {dtype!r} is not supported; choose one of {', '.join(DTYPES)}")
-    max_opset = onnx.defs.onnx_opset_version()
-    if not MIN_OPSET <= opset <= max_opset:
-        raise OptionError(f"opset {opset} is not supported; choose {MIN_OPSET} to {max_opset}")
+    if not MIN_OPSET <= opset <= DEFAULT_OPSET:
+        raise OptionError(
+            f"opset {opset} is not supported; choose {MIN_OPSET} to {DEFAULT_OPSET} "
+            "(the newest the pinned onnxruntime runs)"
+        )
     return GraphOptions(dtype=DTYPES[dtype], opset=opset, raw=raw, leaves=leaves)
 
 

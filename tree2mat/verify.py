@@ -362,17 +362,19 @@ def synthesize(
     cells = rng.random(X.shape) < 0.3
     X[cells] = rng.choice(specials, size=int(cells.sum()))
     parts["extreme"] = X
-    for kind, X in parts.items():  # only rows the source model accepts
+    for kind, X in parts.items():  # only rows the source model accepts, after its own cast
+        if ens.finite_features and kind == "inf":  # move inf off the features that refuse it
+            cols = list(ens.finite_features)
+            X[:, cols] = np.where(np.isinf(X[:, cols]), 0.0, X[:, cols])
+        with np.errstate(over="ignore"):
+            seen = X.astype(ens.source_dtype)  # float64 beyond float32 becomes inf there
         keep = np.ones(X.shape[0], bool)
         if not ens.accepts_nan:
-            keep &= ~np.isnan(X).any(axis=1)
+            keep &= ~np.isnan(seen).any(axis=1)
         if not ens.accepts_inf:
-            keep &= ~np.isinf(X).any(axis=1)
+            keep &= ~np.isinf(seen).any(axis=1)
         elif ens.finite_features:
-            if kind == "inf":  # keep the rows; move inf off the features that refuse it
-                cols = list(ens.finite_features)
-                X[:, cols] = np.where(np.isinf(X[:, cols]), 0.0, X[:, cols])
-            keep &= ~np.isinf(X[:, list(ens.finite_features)]).any(axis=1)
+            keep &= ~np.isinf(seen[:, list(ens.finite_features)]).any(axis=1)
         parts[kind] = X[keep]
     kinds = {k: int(v.shape[0]) for k, v in parts.items()}
     return np.concatenate(list(parts.values()), axis=0), kinds
@@ -533,8 +535,8 @@ def verify(
     ``data``: an array or a file path (.npy, .npz, .csv, .parquet); None synthesizes rows.
     """
     devices = devices_for(device)
-    if atol is not None and atol < 0 or rtol < 0:
-        raise OptionError("--atol and --rtol must be >= 0")
+    if (atol is not None and not atol >= 0) or not rtol >= 0:  # also refuses NaN
+        raise OptionError("--atol and --rtol must be numbers >= 0")
     model_name = str(model_or_path) if isinstance(model_or_path, (str, Path)) else type(model_or_path).__name__
     model = frontends.resolve(model_or_path)
     ens = frontends.to_ensemble(model)

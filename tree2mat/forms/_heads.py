@@ -15,6 +15,7 @@ import onnx
 
 from tree2mat.forms._graph import ONNX_TYPE, GraphBuilder, GraphOptions, tensor_info
 from tree2mat.ir.core import Ensemble, LabelRule, Link, Task
+from tree2mat.ir.evaluate import isolation_cutoff
 
 
 def label_dtype(classes: tuple[np.ndarray, ...]) -> str:
@@ -104,8 +105,11 @@ def _outlier(g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions) -> list
     power = g.op("Pow", [g.const(np.float64(2), "two"), g.op("Neg", [ratio], "neg_ratio")], "power")
     samples = g.op("Neg", [power], "score_samples64")
     scores = g.op("Sub", [samples, g.const(np.float64(params.offset), "offset")], "scores64")
-    col = g.op("Squeeze", [scores, g.const(np.asarray([1], np.int64), "squeeze_axis")], "scores_col")
-    outlier = g.op("Less", [col, g.const(np.float64(0), "zero_cmp")], "is_outlier")
+    # The label compares the ratio with a cutoff found with numpy's pow (see isolation_cutoff),
+    # not the score: Pow here may differ from numpy's in the last bit at the offset itself.
+    ratio_col = g.op("Squeeze", [ratio, g.const(np.asarray([1], np.int64), "squeeze_axis")], "ratio_col")
+    cutoff = g.const(np.float64(isolation_cutoff(params)), "ratio_cutoff")
+    outlier = g.op("Less", [ratio_col, cutoff], "is_outlier")
     g.op("Where", [outlier, g.const(np.int64(-1), "minus_one"), g.const(np.int64(1), "plus_one")], out="label")
     outs = [tensor_info("label", np.int64, ["N"])]
     if not opts.raw:

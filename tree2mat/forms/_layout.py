@@ -39,17 +39,23 @@ class Stacked:
     feature: np.ndarray  # int64 [T, I]
     threshold: np.ndarray  # compare dtype [T, I]
     nan_fill: np.ndarray  # compare dtype [T, I]: -inf where NaN goes left, NaN where it goes right
-    leaf_count: np.ndarray  # int64 [T]
     values: np.ndarray  # float64 [T * L, K]: tree t's leaf j at row t * L + j, 0 elsewhere
-    cat_position: np.ndarray  # int64 [M]: flat position t * I + i of categorical nodes
-    cat_feature: np.ndarray  # int64 [M]
-    cat_values: np.ndarray  # compare dtype [M, C] (NaN-padded)
-    cat_direction: np.ndarray  # float32 [M, C]: +1 right, -1 left, 0 padding
-    cat_bias: np.ndarray  # float32 [M]: +0.5 if unmatched values go right, else -0.5
+    base_rest: np.ndarray  # float64 [K]: base score not folded into a tree's values (see stack)
+    # Categorical nodes (M of them) on categorical features (slots, F_c of them):
+    cat_position: np.ndarray  # int64 [M]: flat position t * I + i of each categorical node
+    cat_slot: np.ndarray  # int64 [M]: the node's feature slot
+    cat_features: np.ndarray  # int64 [F_c]: input column of each slot
+    cat_values: np.ndarray  # compare dtype [F_c, C]: the slot's category values, NaN-padded
+    cat_direction: np.ndarray  # float32 [M * (C + 1)]: node m, code c (0: unknown) -> -1 left, +1 right
 
 
 def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
-    """Pad and stack the trees for a graph whose input is ``dtype``."""
+    """Pad and stack the trees for a graph whose input is ``dtype``.
+
+    With summed trees, the base score is folded into the leaf values of the first tree of each
+    output column (``fl(base + v)``, the first addition scikit-learn makes), so that summing the
+    trees in order repeats the library's float64 additions one by one.
+    """
     cmp = compare_dtype(ens.source_dtype, dtype)
     T = ens.n_trees
     I = max(1, max(t.n_internal for t in ens.trees))
@@ -59,7 +65,7 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
     threshold = np.zeros((T, I), cmp)
     nan_fill = np.zeros((T, I), cmp)
     values = np.zeros((T * L, K), np.float64)
-    cat_pos, cat_feat, cat_vals, cat_left, cat_dl = [], [], [], [], []
+    pending = np.ones(K, bool) if ens.aggregation is Aggregation.SUM else np.zeros(K, bool)
     for t, tree in enumerate(ens.trees):
         n = tree.n_internal
         feature[t, :n] = tree.feature
@@ -67,40 +73,66 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
         nan_fill[t, :n] = np.where(tree.default_left, -np.inf, np.nan)
         k = int(ens.output_index[t])
         rows = slice(t * L, t * L + tree.n_leaves)
-        if k == -1:
-            values[rows] = tree.value
-        else:
-            values[rows, k] = tree.value[:, 0]
-        for m, node in enumerate(tree.cat_nodes):
-            cat_pos.append(t * I + int(node))
-            cat_feat.append(int(tree.feature[node]))
-            cat_vals.append(tree.cat_values[m])
-            cat_left.append(tree.cat_left[m])
-            cat_dl.append(bool(tree.default_left[node]))
-    width = max((len(v) for v in cat_vals), default=0)
-    M = len(cat_pos)
-    cv = np.full((M, width), np.nan)
-    direction = np.zeros((M, width), np.float32)
-    for m in range(M):
-        w = len(cat_vals[m])
-        cv[m, :w] = cat_vals[m]
-        present = ~np.isnan(cat_vals[m])
-        direction[m, :w] = np.where(present, np.where(cat_left[m], -1.0, 1.0), 0.0)
+        cols = np.arange(K) if k == -1 else np.asarray([k])
+        values[rows, cols] = tree.value
+        fold = cols[pending[cols]]
+        values[rows, fold] = ens.base_score[fold] + values[rows, fold]
+        pending[fold] = False
+    base_rest = np.where(pending, ens.base_score, 0.0) if ens.aggregation is Aggregation.SUM else ens.base_score
     return Stacked(
-        n_trees=T,
-        n_internal=I,
-        n_leaves=L,
-        feature=feature,
-        threshold=threshold,
-        nan_fill=nan_fill,
-        leaf_count=np.asarray([t.n_leaves for t in ens.trees], np.int64),
-        values=values,
-        cat_position=np.asarray(cat_pos, np.int64),
-        cat_feature=np.asarray(cat_feat, np.int64),
-        cat_values=graph_categories(cv, cmp),
-        cat_direction=direction,
-        cat_bias=np.where(np.asarray(cat_dl, bool), -0.5, 0.5).astype(np.float32),
+        n_trees=T, n_internal=I, n_leaves=L, feature=feature, threshold=threshold,
+        nan_fill=nan_fill, values=values, base_rest=base_rest.astype(np.float64),
+        **_categorical(ens, I, cmp),
     )
+
+
+def _categorical(ens: Ensemble, I: int, cmp: np.dtype) -> dict[str, np.ndarray]:
+    """Per categorical feature the sorted union of its category values; per categorical node a
+    direction for each code (0 = a value that is no category of the feature, or NaN)."""
+    per_feature: dict[int, set[float]] = {}
+    for tree in ens.trees:
+        for m, node in enumerate(tree.cat_nodes):
+            vals = tree.cat_values[m]
+            per_feature.setdefault(int(tree.feature[node]), set()).update(vals[~np.isnan(vals)].tolist())
+    features = sorted(per_feature)
+    slot = {f: i for i, f in enumerate(features)}
+    width = max((len(v) for v in per_feature.values()), default=0)
+    values = np.full((len(features), width), np.nan)
+    for f, vals in per_feature.items():
+        values[slot[f], : len(vals)] = sorted(vals)
+    position, slots, directions = [], [], []
+    for t, tree in enumerate(ens.trees):
+        for m, node in enumerate(tree.cat_nodes):
+            f = int(tree.feature[node])
+            default = -1.0 if tree.default_left[node] else 1.0
+            row = np.full(width + 1, default, np.float32)
+            for v, goes_left in zip(tree.cat_values[m], tree.cat_left[m]):
+                if not np.isnan(v):
+                    code = 1 + int(np.searchsorted(values[slot[f], : len(per_feature[f])], v))
+                    row[code] = -1.0 if goes_left else 1.0
+            position.append(t * I + int(node))
+            slots.append(slot[f])
+            directions.append(row)
+    return {
+        "cat_position": np.asarray(position, np.int64),
+        "cat_slot": np.asarray(slots, np.int64),
+        "cat_features": np.asarray(features, np.int64),
+        "cat_values": graph_categories(values, cmp),
+        "cat_direction": np.concatenate(directions) if directions else np.zeros(0, np.float32),
+    }
+
+
+def categorical_bytes_per_row(ens: Ensemble) -> int:
+    """Runtime bytes per row of the categorical intermediates ([N, F_c, C] and [N, M])."""
+    features: dict[int, set[float]] = {}
+    n_nodes = 0
+    for tree in ens.trees:
+        n_nodes += tree.cat_nodes.size
+        for m, node in enumerate(tree.cat_nodes):
+            vals = tree.cat_values[m]
+            features.setdefault(int(tree.feature[node]), set()).update(vals[~np.isnan(vals)].tolist())
+    width = max((len(v) for v in features.values()), default=0)
+    return len(features) * width * 13 + n_nodes * 29
 
 
 def check_size(what: str, n_bytes: int) -> None:
@@ -130,16 +162,21 @@ def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
     left = g.op("LessOrEqual", [filled, g.const(st.threshold.reshape(flat), "threshold")], "go_left")
     if st.cat_position.size == 0:
         return left
-    # Categorical nodes: -1 per matched left-going category, +1 per right-going one (each value
-    # matches at most one category); unmatched values (NaN, unseen) follow the node's default.
-    xc = g.op("Gather", [x, g.const(st.cat_feature, "cat_feature")], "x_cat", axis=1)
-    xc3 = g.unsqueeze(xc, [2], "x_cat3")
-    eq = g.op("Equal", [xc3, g.const(st.cat_values, "cat_values")], "cat_eq")
-    eqf = g.op("Cast", [eq], "cat_eqf", to=1)
-    weighted = g.op("Mul", [eqf, g.const(st.cat_direction, "cat_direction")], "cat_weighted")
-    score = g.reduce_sum(weighted, [2], keepdims=False, hint="cat_score")
-    biased = g.op("Add", [score, g.const(st.cat_bias, "cat_bias")], "cat_biased")
-    cat_left = g.op("Less", [biased, g.const(np.float32(0), "zero_f32")], "cat_left")
+    # Categorical nodes: each categorical feature's value becomes a code (1 + index among the
+    # feature's categories, 0 for anything else: NaN, unseen values) by exact equality; each node
+    # then looks its direction up by code.
+    xc = g.unsqueeze(g.op("Gather", [x, g.const(st.cat_features, "cat_features")], "x_cat", axis=1), [2], "x_cat3")
+    eq = g.op("Cast", [g.op("Equal", [xc, g.const(st.cat_values, "cat_values")], "cat_eq")], "cat_eqf", to=1)
+    width = st.cat_values.shape[1]
+    ranks = g.const(np.arange(1, width + 1, dtype=np.float32), "cat_rank")
+    code = g.reduce_sum(g.op("Mul", [eq, ranks], "cat_ranked"), [2], keepdims=False, hint="cat_code_f")
+    codes = g.op("Cast", [code], "cat_code", to=7)
+    node_codes = g.op("Gather", [codes, g.const(st.cat_slot, "cat_slot")], "cat_node_code", axis=1)
+    offsets = np.arange(st.cat_slot.size, dtype=np.int64) * (width + 1)
+    index = g.op("Add", [node_codes, g.const(offsets, "cat_offset")], "cat_index")
+    direction = g.op("Gather", [g.const(st.cat_direction, "cat_direction"), index], "cat_dir", axis=0)
+    cat_left = g.op("Less", [direction, g.const(np.float32(0), "zero_f32")], "cat_left")
+    flat = st.n_trees * st.n_internal
     both = g.op("Concat", [left, cat_left], "left_all", axis=1)
     perm = np.arange(flat, dtype=np.int64)
     perm[st.cat_position] = flat + np.arange(st.cat_position.size)
@@ -147,15 +184,17 @@ def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
 
 
 def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str) -> str:
-    """From leaf ids [T, N] (int64) to the margin [N, K] float64: gather values, aggregate,
-    add the base score."""
+    """From leaf ids [T, N] (int64) to the margin [N, K] float64: gather values, sum the trees in
+    order (the base score is already in the first tree's values, see :func:`stack`)."""
     offsets = (np.arange(st.n_trees, dtype=np.int64) * st.n_leaves)[:, None]
     gidx = g.op("Add", [leaf, g.const(offsets, "leaf_offset")], "leaf_global")
     vals = g.op("Gather", [g.const(st.values, "leaf_values"), gidx], "tree_values", axis=0)
     total = g.reduce_sum(vals, [0], keepdims=False, hint="margin_sum")
     if ens.aggregation is Aggregation.MEAN:
         total = g.op("Div", [total, g.const(np.float64(ens.n_trees), "n_trees")], "margin_mean")
-    return g.op("Add", [total, g.const(ens.base_score, "base_score")], "margin")
+    if not np.any(st.base_rest):
+        return g.op("Identity", [total], "margin")
+    return g.op("Add", [total, g.const(st.base_rest, "base_score")], "margin")
 
 
 def leaves_output(g: GraphBuilder, leaf: str) -> str:

@@ -43,7 +43,7 @@ def bytes_per_row(ens: Ensemble) -> int:
     T = ens.n_trees
     I = max(1, max(t.n_internal for t in ens.trees))
     L = max(t.n_leaves for t in ens.trees)
-    return T * (I * 4 * 3 + L * 4 * 2 + ens.n_outputs * 8)
+    return T * (I * 4 * 3 + L * 4 * 2 + ens.n_outputs * 8) + _layout.categorical_bytes_per_row(ens)
 
 
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:

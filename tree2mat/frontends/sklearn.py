@@ -42,6 +42,8 @@ def _name(model: Any) -> str:
 def normalize_classes(classes: Any, what: str) -> np.ndarray:
     """Class labels as int64 or str; other label types are refused."""
     arr = np.asarray(classes)
+    if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+        raise UnsupportedModelError(f"{what}: class label {arr.max()} does not fit int64 labels")
     if arr.dtype.kind in "iub":
         return arr.astype(np.int64)
     if arr.dtype.kind == "f":
@@ -62,6 +64,8 @@ def _class_groups(model: Any) -> tuple[np.ndarray, ...]:
     classes = model.classes_
     groups = list(classes) if isinstance(classes, list) else [classes]
     groups = [normalize_classes(c, _name(model)) for c in groups]
+    if any(len(g) < 2 for g in groups):
+        raise UnsupportedModelError(f"{_name(model)} was fitted on a single class; there is nothing to convert")
     if len({g.dtype.kind for g in groups}) > 1:
         raise UnsupportedModelError(f"{_name(model)}: targets mix string and integer labels")
     return tuple(groups)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tree2mat.errors import DataError
-from tree2mat.ir.core import Aggregation, Comparison, Ensemble, LabelRule, Link, Task, Tree
+from tree2mat.ir.core import Aggregation, Comparison, Ensemble, LabelRule, Link, OutlierParams, Task, Tree
 
 
 def prepare_input(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
@@ -63,10 +63,13 @@ def apply(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
 
 
 def margin(ensemble: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
-    """Aggregated tree outputs plus base score, before the link: float64 [N, K]."""
+    """Aggregated tree outputs plus base score, before the link: float64 [N, K]. Summed trees
+    start from the base score and add tree by tree, as the libraries do."""
     if leaves is None:
         leaves = apply(ensemble, X)
     out = np.zeros((leaves.shape[0], ensemble.n_outputs))
+    if ensemble.aggregation is Aggregation.SUM:
+        out += ensemble.base_score
     for t, tree in enumerate(ensemble.trees):
         k = int(ensemble.output_index[t])
         contrib = tree.value[leaves[:, t]]
@@ -75,8 +78,8 @@ def margin(ensemble: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) 
         else:
             out[:, k] += contrib[:, 0]
     if ensemble.aggregation is Aggregation.MEAN:
-        out /= ensemble.n_trees
-    return out + ensemble.base_score
+        return out / ensemble.n_trees + ensemble.base_score
+    return out
 
 
 def _expit(m: np.ndarray) -> np.ndarray:
@@ -125,6 +128,47 @@ def outlier_scores(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
     else:
         ratio = m[:, 0] / params.denominator
     return -(2.0 ** (-ratio))
+
+
+def _float_key(x: float) -> int:
+    """An integer that orders float64 values as the floats themselves are ordered."""
+    i = int(np.asarray(x, np.float64).view(np.int64))
+    return i if i >= 0 else -(i & 0x7FFFFFFFFFFFFFFF)
+
+
+def _key_float(k: int) -> float:
+    bits = k if k >= 0 else (-k) | -0x8000000000000000
+    return float(np.asarray(bits, np.int64).view(np.float64))
+
+
+def isolation_cutoff(params: OutlierParams) -> float:
+    """The ratio ``r*`` with: IsolationForest labels a row an outlier iff ``r < r*``, where
+    ``r = margin / denominator``.
+
+    scikit-learn computes ``decision = -(2 ** -r) - offset`` with numpy's ``pow`` and labels
+    ``decision < 0`` outliers, i.e. ``2 ** -r > -offset``. A graph's ``Pow`` may round its last
+    bit differently, which flips rows exactly on the offset (training rows define it); so the
+    graph compares ``r`` itself with the cutoff found here by bisection with numpy's own ``pow``
+    (decreasing in ``r``).
+    """
+    c = -params.offset
+
+    def inlier(r: float) -> bool:
+        with np.errstate(over="ignore"):
+            return bool(2.0 ** -np.asarray([r], np.float64)[0] <= c)
+
+    lo, hi = _float_key(-np.inf), _float_key(np.inf)
+    if inlier(-np.inf):
+        return -np.inf
+    if not inlier(np.inf):
+        return np.inf
+    while hi - lo > 1:  # invariant: not inlier(lo), inlier(hi)
+        mid = (lo + hi) // 2
+        if inlier(_key_float(mid)):
+            hi = mid
+        else:
+            lo = mid
+    return _key_float(hi)
 
 
 def predict(ensemble: Ensemble, X: np.ndarray, raw: bool = False) -> dict[str, np.ndarray]:

@@ -68,6 +68,10 @@ def ensemble_to_dict(ens: Ensemble) -> dict[str, Any]:
         if ens.outlier is None
         else {"denominator": ens.outlier.denominator, "offset": ens.outlier.offset},
         "feature_names": list(ens.feature_names) if ens.feature_names else None,
+        "source": ens.source,
+        "accepts_nan": ens.accepts_nan,
+        "accepts_inf": ens.accepts_inf,
+        "finite_features": list(ens.finite_features),
         "trees": [tree_dict(t) for t in ens.trees],
     }
 
@@ -94,7 +98,10 @@ def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemb
             label_rule=LabelRule(doc.get("label_rule", "argmax")),
             outlier=None if not doc.get("outlier") else OutlierParams(**doc["outlier"]),
             feature_names=tuple(doc["feature_names"]) if doc.get("feature_names") else None,
-            source="tree2mat IR",
+            source=str(doc.get("source", "tree2mat IR")),
+            accepts_nan=bool(doc.get("accepts_nan", True)),
+            accepts_inf=bool(doc.get("accepts_inf", True)),
+            finite_features=tuple(int(f) for f in doc.get("finite_features", [])),
         ).validate()
     except (KeyError, TypeError, ValueError) as exc:
         what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
