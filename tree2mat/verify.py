@@ -251,25 +251,43 @@ def _random_rows(ens: Ensemble, n: int, rng: np.random.Generator, dtype: np.dtyp
     return X.astype(dtype)
 
 
-def _path_rows(ens: Ensemble, tree: Tree, node: int, base: np.ndarray, critical: list[np.ndarray], rng: np.random.Generator, nan: bool) -> list[np.ndarray]:
+@dataclass(frozen=True)
+class _TreeIndex:
+    """Per tree, computed once: each internal node's parent and side, thresholds as compared."""
+
+    parent: dict[int, tuple[int, bool]]
+    thresholds: np.ndarray
+    cat_row: dict[int, int]
+
+
+def _tree_index(ens: Ensemble, tree: Tree, cmp: np.dtype) -> _TreeIndex:
+    parent: dict[int, tuple[int, bool]] = {}
+    for i in range(tree.n_internal):
+        for child, is_left in ((int(tree.left[i]), True), (int(tree.right[i]), False)):
+            if child >= 0:
+                parent[child] = (i, is_left)
+    return _TreeIndex(
+        parent=parent,
+        thresholds=graph_thresholds(tree.threshold, ens.comparison, cmp).astype(np.float64),
+        cat_row={int(n): m for m, n in enumerate(tree.cat_nodes)},
+    )
+
+
+def _path_rows(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np.ndarray, critical: list[np.ndarray], rng: np.random.Generator, nan: bool) -> list[np.ndarray]:
     """Rows that reach ``node`` of ``tree`` and sit on its threshold (and neighbours), or on each
     of its categories; plus NaN there when the model accepts it."""
     row = base.copy()
     lo = np.full(ens.n_features, -np.inf)
     hi = np.full(ens.n_features, np.inf)
     cmp = compare_dtype(ens.source_dtype, base.dtype)
-    parent: dict[int, tuple[int, bool]] = {}
-    for i in range(tree.n_internal):
-        for child, is_left in ((tree.left[i], True), (tree.right[i], False)):
-            if child >= 0:
-                parent[int(child)] = (i, is_left)
+    parent = index.parent
     path = []
     cur = node
     while cur in parent:
         p, is_left = parent[cur]
         path.append((p, is_left))
         cur = p
-    cat_row = {int(n): m for m, n in enumerate(tree.cat_nodes)}
+    cat_row = index.cat_row
     for p, is_left in reversed(path):
         f = int(tree.feature[p])
         if p in cat_row:
@@ -278,7 +296,7 @@ def _path_rows(ens: Ensemble, tree: Tree, node: int, base: np.ndarray, critical:
             ok = vals[(lefts == is_left) & ~np.isnan(vals)]
             row[f] = rng.choice(ok) if ok.size else (np.nan if bool(tree.default_left[p]) == is_left else row[f])
             continue
-        t = float(graph_thresholds(tree.threshold[p:p + 1], ens.comparison, cmp)[0])
+        t = float(index.thresholds[p])
         if is_left:
             hi[f] = min(hi[f], t)
         else:
@@ -340,8 +358,12 @@ def synthesize(
         nodes = [nodes[k] for k in keep]
     base = _random_rows(ens, max(len(nodes), 1), rng, dtype, critical)
     boundary: list[np.ndarray] = []
+    cmp = compare_dtype(ens.source_dtype, dtype)
+    indexes: dict[int, _TreeIndex] = {}
     for k, (t, i) in enumerate(nodes):
-        boundary += _path_rows(ens, ens.trees[t], i, base[k], critical, rng, ens.accepts_nan)
+        if t not in indexes:
+            indexes[t] = _tree_index(ens, ens.trees[t], cmp)
+        boundary += _path_rows(ens, ens.trees[t], indexes[t], i, base[k], critical, rng, ens.accepts_nan)
     parts["threshold"] = np.asarray(boundary, dtype).reshape(-1, ens.n_features)
     n_special = max(rows // 4, 16)
     if ens.accepts_nan:
