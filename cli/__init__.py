@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import sys
+import traceback
+import warnings
 from pathlib import Path
 from typing import Any, Optional
 
@@ -25,6 +27,7 @@ FORMAT_CHOICES = ("text", "json", "npz")
 app = typer.Typer(
     name="tree2mat",
     help="Convert tree models (scikit-learn) to exact ONNX graphs of standard operators, and prove them.",
+    epilog="Exit codes: 0 success/pass, 1 verify mismatch, 2 bad usage or input, 3 internal error, 130 interrupted.",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -54,11 +57,11 @@ def _forms_help() -> str:
 
 @app.command()
 def convert(
-    model: Path = typer.Argument(..., help="Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, or tree2mat IR .json."),
+    model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, or tree2mat IR .json."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the ONNX file (replaced only on success)."),
     form: str = typer.Option("sign", "--form", help=f"Graph form: {_forms_help()}."),
     dtype: str = typer.Option("float32", "--dtype", help="Input dtype: float32 or float64 (float outputs follow it)."),
-    opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset (default: the newest the pinned onnxruntime runs)."),
+    opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset, 13 to 26 (default 26, the newest the pinned onnxruntime runs)."),
     raw: bool = typer.Option(False, "--raw", help="Output the margin before the link (label kept for classifiers)."),
     leaves: bool = typer.Option(False, "--leaves", help="Add a 'leaves' output [N, trees] with each row's leaf ids."),
 ) -> None:
@@ -79,11 +82,11 @@ def convert(
 
 @app.command()
 def verify(
-    model: Path = typer.Argument(..., help="The original fitted model file."),
+    model: Path = typer.Argument(..., metavar="MODEL", help="The original fitted model file."),
     onnx_file: Path = typer.Argument(..., metavar="ONNX", help="The ONNX graph to check."),
     data: Optional[Path] = typer.Option(None, "--data", help="Rows to check (.npy, .npz, .csv, .parquet); default: synthesized."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or all (all available providers)."),
-    rows: int = typer.Option(1000, "--rows", help="Random rows to synthesize (threshold, NaN, inf and extreme rows come on top)."),
+    rows: int = typer.Option(1000, "--rows", help="Random rows to synthesize (threshold, NaN, inf and extreme rows come on top); unused with --data."),
     atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance on values (default: 1e-12 x the model's output scale)."),
     rtol: float = typer.Option(1e-6, "--rtol", help="Relative tolerance on values."),
     seed: int = typer.Option(0, "--seed", help="Seed for synthesized rows."),
@@ -92,6 +95,8 @@ def verify(
     """Check that ONNX reproduces MODEL: exit 0 pass, 1 mismatch, 2 bad input."""
     import tree2mat
 
+    if json_out is not None and str(json_out) != "-" and not json_out.parent.is_dir():
+        raise OptionError(f"--json {json_out}: no such directory {json_out.parent}")
     report = tree2mat.verify(model, onnx_file, data, device=device, rows=rows, atol=atol, rtol=rtol, seed=seed)
     if json_out is not None and str(json_out) == "-":
         typer.echo(report.to_json())
@@ -105,10 +110,10 @@ def verify(
 
 @app.command()
 def inspect(
-    model: Path = typer.Argument(..., help="Fitted model file."),
+    model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model file."),
     tree: Optional[int] = typer.Option(None, "--tree", help="Show the matrices of this tree (0-based)."),
     fmt: str = typer.Option("text", "--format", help="text, json or npz (npz needs -o)."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout ('-': stdout)."),
 ) -> None:
     """Summarize MODEL, or print one tree as the papers' matrices (S, t, B, bitvector, v, depth)."""
     import tree2mat
@@ -166,14 +171,20 @@ def _write_npz(path: Path, mats: dict[str, np.ndarray]) -> None:
 
 
 def _emit(text: str, output: Optional[Path]) -> None:
-    if output is None:
+    if output is None or str(output) == "-":
         typer.echo(text)
     else:
         _write_text(output, text + "\n")
 
 
 def _summary_text(info: dict[str, Any]) -> str:
-    lines = [f"{k}: {v}" for k, v in info.items() if k != "forms"]
+    lines = []
+    for key, value in info.items():
+        if key == "forms":
+            continue
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items())
+        lines.append(f"{key.replace('_', ' ')}: {value}")
     lines.append("forms:")
     for name, f in info["forms"].items():
         lines.append(
@@ -209,17 +220,29 @@ def _matrices_text(tree: int, mats: dict[str, np.ndarray], names: Optional[tuple
 # ------------------------------------------------------------------------------------ the entry
 
 
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 def main(argv: Optional[list[str]] = None) -> int:
-    """Run the CLI; never lets a traceback out unless ``--debug``."""
+    """Run the CLI; errors are one line on stderr. ``--debug`` (anywhere on the line) adds the
+    traceback before that line; exit codes stay the same."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
+    args = [a for a in args if a != "--debug"]
+    with warnings.catch_warnings():
+        if not debug:  # library warnings are not ours to print; errors say what matters
+            warnings.simplefilter("ignore")
+        return _main(args, debug)
+
+
+def _main(args: list[str], debug: bool) -> int:
     try:
         code = app(args=args, prog_name="tree2mat", standalone_mode=False)
         return code if isinstance(code, int) else 0
     except Tree2MatError as exc:
-        if debug:
-            raise
-        typer.echo(f"tree2mat: error: {exc}", err=True)
+        _traceback(debug)
+        typer.echo(f"tree2mat: error: {_one_line(str(exc))}", err=True)
         return exc.exit_code
     except typer.Exit as exc:
         return int(exc.exit_code)
@@ -227,24 +250,28 @@ def main(argv: Optional[list[str]] = None) -> int:
         typer.echo("tree2mat: interrupted", err=True)
         return 130
     except MemoryError:
-        if debug:
-            raise
+        _traceback(debug)
         typer.echo("tree2mat: error: out of memory", err=True)
         return 2
     except Exception as exc:
-        if debug:
-            raise
+        _traceback(debug)
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # click's usage errors
             message = exc.format_message()
             if message:  # (bare `tree2mat` has printed the help already)
-                typer.echo(f"tree2mat: error: {message} (see tree2mat --help)", err=True)
+                typer.echo(f"tree2mat: error: {_one_line(message)} (see tree2mat --help)", err=True)
             return 2
         # A bug: one line, and how to get more.
         typer.echo(
-            f"tree2mat: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+            f"tree2mat: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+            "(run with --debug for the traceback)",
             err=True,
         )
         return 3
+
+
+def _traceback(debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
 
 
 def run() -> None:

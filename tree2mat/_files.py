@@ -21,11 +21,17 @@ def _mode_for(path: Path) -> int:
 
 
 def atomic_write(path: str | Path, data: bytes) -> int:
-    """Write ``data`` to ``path`` atomically; return the number of bytes written."""
+    """Write ``data`` to ``path`` atomically; return the number of bytes written. A symbolic link
+    is written through (its target is replaced); anything else that is not a regular file
+    (a directory, a device, a FIFO) is refused."""
     path = Path(path)
-    if path.is_dir():
-        raise OptionError(f"{path}: is a directory")
-    if not path.parent.exists():
+    if str(path) == "-":
+        raise OptionError("'-' is not a file name here; give a path")
+    if path.is_symlink():
+        path = path.resolve()
+    if path.exists() and not path.is_file():
+        raise OptionError(f"{path}: exists and is not a regular file")
+    if not path.parent.is_dir():
         raise OptionError(f"{path.parent}: no such directory")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

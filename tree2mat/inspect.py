@@ -19,6 +19,7 @@ def matrices_of(ens: Ensemble, tree: int) -> dict[str, np.ndarray]:
 
 
 def summary(ens: Ensemble) -> dict[str, Any]:
+    """Machine-readable facts about the ensemble (``inspect --format json``)."""
     depths = [int(t.leaf_depths().max()) if t.n_internal else 0 for t in ens.trees]
     leaves = [t.n_leaves for t in ens.trees]
     used = sorted({int(f) for t in ens.trees for f in t.feature})
@@ -27,11 +28,11 @@ def summary(ens: Ensemble) -> dict[str, Any]:
         "task": ens.task.value,
         "trees": ens.n_trees,
         "features": ens.n_features,
-        "features used": len(used),
-        "outputs (margin columns)": ens.n_outputs,
-        "depth (min/mean/max)": f"{min(depths)}/{np.mean(depths):.1f}/{max(depths)}",
-        "leaves (total/max per tree)": f"{sum(leaves)}/{max(leaves)}",
-        "categorical nodes": int(sum(t.cat_nodes.size for t in ens.trees)),
+        "features_used": len(used),
+        "margin_columns": ens.n_outputs,
+        "depth": {"min": min(depths), "mean": float(np.mean(depths)), "max": max(depths)},
+        "leaves": {"total": sum(leaves), "max": max(leaves)},
+        "categorical_nodes": int(sum(t.cat_nodes.size for t in ens.trees)),
         "comparison": ens.comparison.value,
         "aggregation": ens.aggregation.value,
         "link": ens.link.value,

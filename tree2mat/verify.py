@@ -15,6 +15,7 @@ Without data, rows are synthesized (see :func:`synthesize`).
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ DEFAULT_RTOL = 1e-6
 #: Memory allowed for one chunk of rows in onnxruntime.
 CHUNK_BYTES = 256 * 2**20
 DATA_SUFFIXES = (".npy", ".npz", ".csv", ".parquet")
+MAX_ROWS = 10_000_000
+MAX_SYNTHESIZED_BYTES = 2 * 2**30
 
 
 # ---------------------------------------------------------------------------------- the report
@@ -133,8 +136,10 @@ def _jsonable(obj: Any) -> Any:
 def load_data(path: str | Path) -> np.ndarray:
     """A 2-D float array from .npy, .npz (key ``X`` or the only array), .csv or .parquet."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise DataError(f"{path}: no such file")
+    if not path.is_file():
+        raise DataError(f"{path}: not a regular file")
     suffix = path.suffix.lower()
     try:
         if suffix == ".npy":
@@ -146,7 +151,9 @@ def load_data(path: str | Path) -> np.ndarray:
                     raise DataError(f"{path}: .npz needs an array named 'X' or exactly one array; has {keys}")
                 X = z["X" if "X" in keys else keys[0]]
         elif suffix == ".csv":
-            X = _load_csv(path)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # an empty file is reported below, not warned of
+                X = _load_csv(path)
         elif suffix == ".parquet":
             X = _load_parquet(path)
         else:
@@ -158,7 +165,7 @@ def load_data(path: str | Path) -> np.ndarray:
     X = np.asarray(X)
     if X.ndim != 2 or X.shape[0] == 0:
         raise DataError(f"{path}: data must be a non-empty 2-D array [rows, features], got shape {X.shape}")
-    if X.dtype.kind not in "iuf b":
+    if X.dtype.kind not in "biuf":
         raise DataError(f"{path}: data must be numeric, got {X.dtype}")
     return X
 
@@ -171,7 +178,10 @@ def _load_csv(path: Path) -> np.ndarray:
         header = 0
     except ValueError:
         header = 1
-    return np.loadtxt(path, delimiter=",", skiprows=header, dtype=np.float64, ndmin=2)
+    def cell(text: str) -> float:
+        return float(text.strip() or "nan")  # an empty cell is a missing value
+
+    return np.loadtxt(path, delimiter=",", skiprows=header, dtype=np.float64, ndmin=2, converters=cell)
 
 
 def _load_parquet(path: Path) -> np.ndarray:
@@ -346,9 +356,18 @@ def synthesize(
     - ``nan`` / ``inf``: where the model accepts them, cells NaN or +-inf, and NaN at each node;
     - ``extreme``: +-max float32, +-smallest subnormal, +-0.
     """
-    if rows < 0:
-        raise OptionError("--rows must be >= 0")
+    if not 0 <= rows <= MAX_ROWS:
+        raise OptionError(f"--rows must be between 0 and {MAX_ROWS}")
+    if not 0 <= seed < 2**63:
+        raise OptionError("--seed must be >= 0")
     dtype = np.dtype(dtype)
+    n_nodes = min(sum(t.n_internal for t in ens.trees), max_nodes)
+    estimate = (rows + 8 * n_nodes + 3 * max(rows // 4, 16)) * ens.n_features * dtype.itemsize
+    if estimate > MAX_SYNTHESIZED_BYTES:
+        raise OptionError(
+            f"synthesized rows would take {estimate / 2**30:.1f} GiB for {ens.n_features} features; "
+            "lower --rows or pass --data"
+        )
     rng = np.random.default_rng(seed)
     critical = _critical_values(ens, dtype)
     parts = {"random": _random_rows(ens, rows, rng, dtype, critical)}
@@ -442,12 +461,17 @@ def run_graph(model: onnx.ModelProto, X: np.ndarray, device: str = "cpu", rows_p
     for start in range(0, X.shape[0], rows_per_chunk):
         try:
             outs = sess.run(None, {name: X[start:start + rows_per_chunk]})
-        except Exception as exc:
+        except Exception as exc:  # (the message of onnxruntime spans lines; the CLI joins them)
             raise VerificationError(f"onnxruntime failed to run the graph on {device}: {exc}") from exc
         for n, o in zip(names, outs):
             chunks[n].append(o)
-    axis = {n: 1 if n == _leaf_tensor(model) else 0 for n in names}
-    return {n: np.concatenate(chunks[n], axis=axis[n]) for n in names}
+    leaf = _leaf_tensor(model)
+    out = {}
+    for n in names:
+        if any(c.ndim == 0 for c in chunks[n]) or (n == leaf and chunks[n][0].ndim != 2):
+            raise VerificationError(f"the graph's output {n!r} has the wrong rank for a tree2mat graph")
+        out[n] = np.concatenate(chunks[n], axis=1 if n == leaf else 0)
+    return out
 
 
 def _metadata(model: onnx.ModelProto) -> dict[str, str]:
@@ -495,9 +519,10 @@ def compare(name: str, device: str, got: np.ndarray, expected: np.ndarray, X: np
             diff = np.where(both_nan | (g == e), 0.0, np.abs(g - e))
             diff = np.where(np.isnan(diff), np.inf, diff)
             bad = diff > atol + rtol * np.abs(np.nan_to_num(e, nan=0.0, posinf=0.0, neginf=0.0))
-            rel = diff / np.maximum(np.abs(e), np.finfo(np.float64).tiny)
+            nonzero = np.abs(e) > 0
+            rel = np.where(nonzero, diff / np.where(nonzero, np.abs(e), 1.0), 0.0)
         err_abs = float(diff.max()) if diff.size else 0.0
-        err_rel = float(np.nan_to_num(rel, nan=0.0).max()) if rel.size else 0.0
+        err_rel = float(np.nan_to_num(rel, nan=0.0, posinf=np.inf).max()) if rel.size else 0.0
     bad_rows = np.flatnonzero(bad.reshape(bad.shape[0], -1).any(axis=1)) if bad.size else np.zeros(0, int)
     first = [
         Mismatch(int(r), X[r].tolist(), expected[r].tolist(), got[r].tolist()) for r in bad_rows[:max_report]
@@ -512,14 +537,24 @@ def default_atol(ens: Ensemble) -> float:
 
 def _load_onnx(onnx_model_or_path: Any) -> tuple[onnx.ModelProto, str]:
     if isinstance(onnx_model_or_path, onnx.ModelProto):
-        return onnx_model_or_path, "<ModelProto>"
-    path = Path(onnx_model_or_path)
-    if not path.is_file():
-        raise ModelFileError(f"{path}: no such file")
+        model, name = onnx_model_or_path, "<ModelProto>"
+    else:
+        path = Path(onnx_model_or_path)
+        if not path.exists():
+            raise ModelFileError(f"{path}: no such file")
+        if not path.is_file():
+            raise ModelFileError(f"{path}: not a regular file")
+        try:
+            model, name = onnx.load(str(path)), str(path)
+        except Exception as exc:
+            raise ModelFileError(f"{path}: not a readable ONNX file: {type(exc).__name__}: {exc}") from exc
+    if not model.graph.node or not model.graph.input:
+        raise ModelFileError(f"{name}: not an ONNX model (no graph)")
     try:
-        return onnx.load(str(path)), str(path)
+        onnx.checker.check_model(model)
     except Exception as exc:
-        raise ModelFileError(f"{path}: not a readable ONNX file: {type(exc).__name__}") from exc
+        raise ModelFileError(f"{name}: not a valid ONNX model: {exc}") from exc
+    return model, name
 
 
 def _check_graph_input(model: onnx.ModelProto, ens: Ensemble) -> np.dtype:
@@ -536,7 +571,10 @@ def _check_graph_input(model: onnx.ModelProto, ens: Ensemble) -> np.dtype:
         )
     dtypes = {onnx.TensorProto.FLOAT: np.dtype(np.float32), onnx.TensorProto.DOUBLE: np.dtype(np.float64)}
     if tt.elem_type not in dtypes:
-        raise VerificationError(f"the ONNX input has element type {tt.elem_type}, expected float or double")
+        raise VerificationError(
+            f"the ONNX input has element type {onnx.TensorProto.DataType.Name(tt.elem_type).lower()}, "
+            "expected float or double"
+        )
     return dtypes[tt.elem_type]
 
 
@@ -569,9 +607,12 @@ def verify(
         X, kinds = synthesize(ens, rows, dtype=in_dtype, seed=seed)
     else:
         X = load_data(data) if isinstance(data, (str, Path)) else np.asarray(data)
-        if X.ndim != 2 or X.shape[1] != ens.n_features:
+        if X.dtype.kind not in "biuf":
+            raise DataError(f"data must be numeric, got {X.dtype}")
+        if X.ndim != 2 or X.shape[1] != ens.n_features or X.shape[0] == 0:
             raise DataError(f"data has shape {X.shape}; the model expects [N, {ens.n_features}]")
-        X = X.astype(in_dtype)
+        with np.errstate(over="ignore"):  # beyond float32 is inf, as any float32 cast makes it
+            X = X.astype(in_dtype)
         kinds = {"data": int(X.shape[0])}
     meta = _metadata(onx)
     names = {o.name for o in onx.graph.output}
@@ -583,7 +624,8 @@ def verify(
         # Rows at +-max float32 overflow sklearn's finiteness pre-check (a sum); it then checks
         # element by element and accepts them, so its float warnings say nothing here.
         try:
-            with np.errstate(over="ignore", invalid="ignore"):
+            with np.errstate(over="ignore", invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # e.g. "X does not have valid feature names"
                 expected = frontends.frontend_for(model).reference_outputs(model, X, raw)
         except Exception as exc:  # the library refuses the rows (inf, NaN where unsupported, ...)
             raise DataError(f"the model itself rejects the data: {type(exc).__name__}: {exc}") from exc

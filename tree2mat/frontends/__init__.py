@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from tree2mat.errors import UnsupportedModelError
+from tree2mat.errors import ModelFileError, Tree2MatError, UnsupportedModelError
 from tree2mat.frontends import sklearn as _sklearn
 from tree2mat.frontends.loading import load_file
 from tree2mat.ir.core import Ensemble
@@ -60,7 +60,19 @@ def to_ensemble(model: Any) -> Ensemble:
     """The validated IR of a model object (an ``Ensemble`` passes through)."""
     if isinstance(model, Ensemble):
         return model.validate()
-    return frontend_for(model).to_ensemble(model)
+    spec = frontend_for(model)
+    try:
+        return spec.to_ensemble(model)
+    except Tree2MatError:
+        raise
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError, OverflowError) as exc:
+        # Fitted attributes that are missing or not what the library writes: a tampered file,
+        # or a library version outside the supported range.
+        raise ModelFileError(
+            f"{spec.library} {type(model).__name__}: its fitted attributes are not as expected "
+            f"({type(exc).__name__}: {exc}); supported: {spec.library} versions of "
+            "pyproject.toml's range, unmodified models"
+        ) from exc
 
 
 __all__ = ["FRONTENDS", "FrontendSpec", "frontend_for", "load_file", "resolve", "to_ensemble"]

@@ -53,7 +53,8 @@ def _load_pickle(path: Path) -> Any:
             f"{path}: the pickle needs the module {exc.name!r}, which is not installed"
         ) from exc
     except Exception as exc:  # unpickling raises anything at all on a broken file
-        raise ModelFileError(f"{path}: cannot unpickle: {type(exc).__name__}: {exc}") from exc
+        detail = f": {exc}" if str(exc) else " (truncated or not a pickle)"
+        raise ModelFileError(f"{path}: cannot unpickle: {type(exc).__name__}{detail}") from exc
 
 
 def _load_skops(path: Path) -> Any:
@@ -86,8 +87,10 @@ def _load_json(path: Path) -> Any:
 
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: also huge integers
         raise ModelFileError(f"{path}: not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ModelFileError(f"{path}: not valid JSON: nested too deeply") from exc
     if is_ir_document(doc):
         return ensemble_from_dict(doc, name=str(path))
     raise ModelFileError(

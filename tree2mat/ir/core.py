@@ -53,7 +53,8 @@ class LabelRule(enum.Enum):
     NON_NEGATIVE = "non_negative"  # binary, one margin column: class 1 iff m >= 0
 
 
-_LEAF_DTYPE = np.int64
+#: Widest input accepted (synthesizing verification rows needs rows x features of memory).
+MAX_FEATURES = 1_000_000
 
 
 def leaf_ref(j: int | np.ndarray) -> int | np.ndarray:
@@ -160,13 +161,13 @@ class Tree:
                 f"{where}: node {bad} tests feature {int(self.feature[bad])}, "
                 f"outside [0, {n_features})"
             )
+        self._validate_categorical(where, n_int)
         numeric = np.ones(n_int, bool)
         numeric[self.cat_nodes] = False
         if np.isnan(self.threshold[numeric]).any():
             bad = int(np.flatnonzero(numeric & np.isnan(self.threshold))[0])
             raise InvalidTreeError(f"{where}: node {bad} has a NaN threshold")
         self._validate_structure(where, n_int, n_leaves)
-        self._validate_categorical(where, n_int)
         if self.leaf_source_id is not None and self.leaf_source_id.shape != (n_leaves,):
             raise InvalidTreeError(f"{where}: leaf_source_id must have shape ({n_leaves},)")
 
@@ -296,8 +297,12 @@ class Ensemble:
         """Raise :class:`InvalidTreeError` naming the first broken invariant; return self."""
         if not self.trees:
             raise InvalidTreeError("the ensemble has no trees")
-        if self.n_features < 1:
-            raise InvalidTreeError("n_features must be >= 1")
+        if not 1 <= self.n_features <= MAX_FEATURES:
+            raise InvalidTreeError(f"n_features must be between 1 and {MAX_FEATURES}, got {self.n_features}")
+        if self.feature_names is not None and len(self.feature_names) != self.n_features:
+            raise InvalidTreeError(f"{len(self.feature_names)} feature names for {self.n_features} features")
+        if any(not 0 <= f < self.n_features for f in self.finite_features):
+            raise InvalidTreeError("finite_features must be feature indices")
         if self.output_index.shape != (self.n_trees,):
             raise InvalidTreeError(f"output_index must have shape ({self.n_trees},)")
         if self.base_score.shape != (self.n_outputs,) or not np.all(np.isfinite(self.base_score)):
@@ -326,6 +331,11 @@ class Ensemble:
         if self.task is Task.CLASSIFICATION:
             if not self.classes or any(len(c) < 2 for c in self.classes):
                 raise InvalidTreeError("a classifier needs at least two classes per output")
+            for c in self.classes:
+                if c.ndim != 1 or c.dtype.kind not in "iU" or np.unique(c).size != c.size:
+                    raise InvalidTreeError("class labels must be distinct integers or strings, one list per output")
+            if len({c.dtype.kind for c in self.classes}) > 1:
+                raise InvalidTreeError("class labels mix integers and strings across outputs")
             n_prob = sum(self.n_classes)
             binary_links = (Link.LOGISTIC, Link.LOGISTIC_2X)
             expected = 1 if self.link in binary_links else n_prob

@@ -76,57 +76,122 @@ def ensemble_to_dict(ens: Ensemble) -> dict[str, Any]:
     }
 
 
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what} must be an integer, got {value!r:.40}")
+    return value
+
+
+def _array(value: Any, what: str, kind: str, ndim: int) -> np.ndarray:
+    """A numpy array of the given kind: 'i' integers, 'f' numbers, 'b' booleans."""
+    if not isinstance(value, list):
+        raise ValueError(f"{what} must be a list")
+    try:
+        arr = np.asarray(value) if value else np.zeros((0,) * ndim)
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"{what}: {exc}") from exc
+    if arr.size == 0 and arr.ndim <= ndim:
+        return arr.reshape((0,) * ndim).astype({"i": np.int64, "f": np.float64, "b": bool}[kind])
+    ok = {"i": arr.dtype.kind == "i", "f": arr.dtype.kind in "if", "b": arr.dtype.kind == "b"}[kind]
+    if not ok or arr.ndim != ndim:
+        name = {"i": "integers", "f": "numbers", "b": "true/false values"}[kind]
+        raise ValueError(f"{what} must be a {ndim}-D list of {name}")
+    return arr.astype({"i": np.int64, "f": np.float64, "b": bool}[kind])
+
+
+def _classes(value: Any) -> tuple[np.ndarray, ...]:
+    if not isinstance(value, list):
+        raise ValueError("classes must be a list of lists")
+    out = []
+    for group in value:
+        if not isinstance(group, list) or not group:
+            raise ValueError("classes must be a list of non-empty lists")
+        if all(isinstance(c, str) for c in group):
+            out.append(np.asarray(group, dtype=str))
+        elif all(isinstance(c, int) and not isinstance(c, bool) for c in group):
+            out.append(_array(group, "classes", "i", 1))
+        else:
+            raise ValueError("class labels must be all integers or all strings")
+    return tuple(out)
+
+
 def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemble:
-    """Parse and validate; any missing or ill-typed field is a :class:`ModelFileError`."""
+    """Parse (types checked strictly, nothing coerced) and validate; any problem is a
+    :class:`ModelFileError` naming the field, or an :class:`InvalidTreeError`."""
     if doc.get("tree2mat_ir") != FORMAT_VERSION:
         raise ModelFileError(f"{name}: unsupported tree2mat_ir version {doc.get('tree2mat_ir')!r}")
     try:
-        trees = tuple(_tree_from_dict(t) for t in doc["trees"])
-        n_outputs = int(doc.get("n_outputs", 1))
+        if not isinstance(doc["trees"], list):
+            raise ValueError("trees must be a list")
+        trees = tuple(_tree_from_dict(t, f"trees[{i}]") for i, t in enumerate(doc["trees"]))
+        n_outputs = _int(doc.get("n_outputs", 1), "n_outputs")
+        names = doc.get("feature_names")
+        if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
+            raise ValueError("feature_names must be a list of strings")
+        dtype = doc.get("source_dtype", "float64")
+        if dtype not in ("float32", "float64"):
+            raise ValueError("source_dtype must be 'float32' or 'float64'")
+        flags = {k: doc.get(k, True) for k in ("accepts_nan", "accepts_inf")}
+        if not all(isinstance(v, bool) for v in flags.values()):
+            raise ValueError("accepts_nan and accepts_inf must be true or false")
+        outlier = doc.get("outlier")
         return Ensemble(
             trees=trees,
-            n_features=int(doc["n_features"]),
+            n_features=_int(doc["n_features"], "n_features"),
             n_outputs=n_outputs,
-            output_index=np.asarray(doc.get("output_index", [-1] * len(trees)), np.int64),
+            output_index=_array(doc.get("output_index", [-1] * len(trees)), "output_index", "i", 1),
             comparison=Comparison(doc.get("comparison", "<=")),
-            source_dtype=np.dtype(doc.get("source_dtype", "float64")),
+            source_dtype=np.dtype(dtype),
             aggregation=Aggregation(doc.get("aggregation", "sum")),
-            base_score=np.asarray(doc.get("base_score", [0.0] * n_outputs), np.float64),
+            base_score=_array(doc.get("base_score", [0.0] * n_outputs), "base_score", "f", 1),
             link=Link(doc.get("link", "identity")),
             task=Task(doc.get("task", "regression")),
-            classes=tuple(np.asarray(c) for c in doc.get("classes", [])),
+            classes=_classes(doc.get("classes", [])),
             label_rule=LabelRule(doc.get("label_rule", "argmax")),
-            outlier=None if not doc.get("outlier") else OutlierParams(**doc["outlier"]),
-            feature_names=tuple(doc["feature_names"]) if doc.get("feature_names") else None,
+            outlier=None if not outlier else OutlierParams(
+                denominator=float(_array([outlier["denominator"]], "outlier.denominator", "f", 1)[0]),
+                offset=float(_array([outlier["offset"]], "outlier.offset", "f", 1)[0]),
+            ),
+            feature_names=tuple(names) if names else None,
             source=str(doc.get("source", "tree2mat IR")),
-            accepts_nan=bool(doc.get("accepts_nan", True)),
-            accepts_inf=bool(doc.get("accepts_inf", True)),
-            finite_features=tuple(int(f) for f in doc.get("finite_features", [])),
+            accepts_nan=flags["accepts_nan"],
+            accepts_inf=flags["accepts_inf"],
+            finite_features=tuple(_array(doc.get("finite_features", []), "finite_features", "i", 1).tolist()),
         ).validate()
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise ModelFileError(f"{name}: ill-formed tree2mat IR: {what}") from exc
 
 
-def _tree_from_dict(d: dict[str, Any]) -> Tree:
-    value = np.asarray(d["value"], np.float64)
+def _tree_from_dict(d: Any, where: str) -> Tree:
+    if not isinstance(d, dict):
+        raise ValueError(f"{where} must be an object")
+    raw = d["value"]
+    ndim = 2 if isinstance(raw, list) and raw and isinstance(raw[0], list) else 1  # K = 1: flat
+    value = _array(raw, f"{where}.value", "f", ndim)
     if value.ndim == 1:
         value = value[:, None]
     cats = d.get("categorical", [])
+    if not isinstance(cats, list) or not all(isinstance(c, dict) for c in cats):
+        raise ValueError(f"{where}.categorical must be a list of objects")
     width = max((len(c["values"]) for c in cats), default=0)
     cat_values = np.full((len(cats), width), np.nan)
     cat_left = np.zeros((len(cats), width), bool)
     for i, c in enumerate(cats):
-        cat_values[i, : len(c["values"])] = c["values"]
-        cat_left[i, : len(c["left"])] = c["left"]
+        vals = _array(c["values"], f"{where}.categorical[{i}].values", "f", 1)
+        left = _array(c["left"], f"{where}.categorical[{i}].left", "b", 1)
+        if left.shape != vals.shape:
+            raise ValueError(f"{where}.categorical[{i}]: values and left differ in length")
+        cat_values[i, : vals.size] = vals
+        cat_left[i, : left.size] = left
     return Tree(
-        feature=np.asarray(d["feature"], np.int64),
-        threshold=np.asarray(d["threshold"], np.float64),
-        default_left=np.asarray(d["default_left"], bool),
-        left=np.asarray(d["left"], np.int64),
-        right=np.asarray(d["right"], np.int64),
+        feature=_array(d["feature"], f"{where}.feature", "i", 1),
+        threshold=_array(d["threshold"], f"{where}.threshold", "f", 1),
+        default_left=_array(d["default_left"], f"{where}.default_left", "b", 1),
+        left=_array(d["left"], f"{where}.left", "i", 1),
+        right=_array(d["right"], f"{where}.right", "i", 1),
         value=value,
-        cat_nodes=np.asarray([c["node"] for c in cats], np.int64),
+        cat_nodes=np.asarray([_int(c["node"], f"{where}.categorical.node") for c in cats], np.int64),
         cat_values=cat_values,
         cat_left=cat_left,
     )
