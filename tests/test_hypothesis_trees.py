@@ -8,6 +8,7 @@ under and just over every threshold, and hold NaN and +-inf.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -119,3 +120,30 @@ def test_float32_threshold_rule_for_less_than(t, x):
     for v in (x, t, float(np.nextafter(np.float32(t), np.float32(-np.inf)))):
         v32 = np.float32(v)
         assert (v32 < np.float32(t)) == (v32 <= tg)
+
+
+@pytest.mark.parametrize("depth", [0, 1, 20])
+@pytest.mark.parametrize("side", ["left", "right", "zigzag"])
+def test_single_leaf_and_depth_20_spines(depth, side):
+    """The extremes the random trees reach only by chance: a single leaf, and spines of depth 20
+    with repeated thresholds, NaN going either way."""
+    n = 2 * depth + 1
+    left, right = np.full(n, -1), np.full(n, -1)
+    is_leaf = np.ones(n, bool)
+    feature, threshold, dleft = np.zeros(n, int), np.zeros(n), np.zeros(n, bool)
+    node = 0
+    for d in range(depth):
+        deeper, leaf = 2 * d + 1, 2 * d + 2
+        go_left = side == "left" or (side == "zigzag" and d % 2 == 0)
+        left[node], right[node] = (deeper, leaf) if go_left else (leaf, deeper)
+        is_leaf[node], feature[node], threshold[node], dleft[node] = False, d % 3, float(d % 4) / 3, d % 2 == 0
+        node = deeper
+    tree = tree_from_nodes(left, right, is_leaf, feature, threshold, dleft, np.arange(n, dtype=float))
+    ens = Ensemble(
+        trees=(tree,), n_features=N_FEATURES, n_outputs=1, output_index=np.full(1, -1),
+        comparison=Comparison.LE, source_dtype=np.dtype(np.float32), aggregation=Aggregation.SUM,
+        base_score=np.zeros(1), link=Link.IDENTITY, task=Task.REGRESSION,
+    ).validate()
+    assert int(tree.leaf_depths().max(initial=0)) == depth
+    X = _rows(ens, np.random.default_rng(depth), "float32")
+    np.testing.assert_array_equal(run_onnx(tree2mat.convert(ens, leaves=True), X)["leaves"], apply(ens, X))
