@@ -26,7 +26,7 @@ FORMAT_CHOICES = ("text", "json", "npz")
 
 app = typer.Typer(
     name="tree2mat",
-    help="Convert tree models (scikit-learn) to exact ONNX graphs of standard operators, and prove them.",
+    help="Convert tree models (scikit-learn, XGBoost) to exact ONNX graphs of standard operators, and prove them.",
     epilog="Exit codes: 0 success/pass, 1 verify mismatch, 2 bad usage or input, 3 internal error, 130 interrupted.",
     add_completion=False,
     no_args_is_help=True,
@@ -57,7 +57,7 @@ def _forms_help() -> str:
 
 @app.command()
 def convert(
-    model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, or tree2mat IR .json."),
+    model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, XGBoost .json, or tree2mat IR .json."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the ONNX file (replaced only on success)."),
     form: str = typer.Option("sign", "--form", help=f"Graph form: {_forms_help()}."),
     dtype: str = typer.Option("float32", "--dtype", help="Input dtype: float32 or float64 (float outputs follow it)."),

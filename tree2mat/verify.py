@@ -531,7 +531,11 @@ def compare(name: str, device: str, got: np.ndarray, expected: np.ndarray, X: np
 
 
 def default_atol(ens: Ensemble) -> float:
+    """``1e-12 x scale`` for libraries that sum in float64; ``4 eps32 x scale`` for those that
+    sum (and apply their link) in float32, e.g. XGBoost; scale = 1 + |base| + sum_t max |leaf_t|."""
     scale = 1.0 + float(np.abs(ens.base_score).max()) + sum(float(np.abs(t.value).max()) for t in ens.trees)
+    if np.dtype(ens.accumulate_dtype) == np.float32:
+        return 4 * float(np.finfo(np.float32).eps) * scale
     return 1e-12 * scale
 
 
@@ -600,6 +604,9 @@ def verify(
     model_name = str(model_or_path) if isinstance(model_or_path, (str, Path)) else type(model_or_path).__name__
     model = frontends.resolve(model_or_path)
     ens = frontends.to_ensemble(model)
+    library = frontends.library_model(model_or_path) if isinstance(model, Ensemble) else None
+    if library is not None:  # a native file: the library itself is the reference
+        model = library
     onx, onnx_name = _load_onnx(onnx_model_or_path)
     in_dtype = _check_graph_input(onx, ens)
     notes = []

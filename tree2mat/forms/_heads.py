@@ -26,7 +26,7 @@ def _labels(g: GraphBuilder, ens: Ensemble, m: str) -> str:
     if ens.label_rule in (LabelRule.POSITIVE, LabelRule.NON_NEGATIVE):
         col = g.op("Squeeze", [m, g.const(np.asarray([1], np.int64), "squeeze_axis")], "margin_col")
         cmp = "Greater" if ens.label_rule is LabelRule.POSITIVE else "GreaterOrEqual"
-        hit = g.op(cmp, [col, g.const(np.float64(0), "zero_f64")], "positive")
+        hit = g.op(cmp, [col, g.const(np.float64(ens.label_cutoff), "label_cutoff")], "positive")
         idx = g.op("Cast", [hit], "class_index", to=onnx.TensorProto.INT64)
         return g.op("Gather", [g.const(ens.classes[0], "classes"), idx], out="label", axis=0)
     if len(ens.classes) == 1:
@@ -86,7 +86,11 @@ def emit(g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions) -> list[onn
             shape = ["N", len(ens.classes), max(ens.n_classes)]
         outs.append(tensor_info("probabilities", fdtype, shape))
     elif ens.task is Task.REGRESSION:
-        y = g.op("Exp", [m], "exp_margin") if ens.link is Link.EXP else m
+        y = m
+        if ens.link is Link.EXP:
+            y = g.op("Exp", [m], "exp_margin")
+        elif ens.link is Link.SIGMOID:
+            y = g.op("Sigmoid", [m], "sigmoid_margin")
         g.op("Cast", [y], out="variable", to=to)
         outs.append(tensor_info("variable", fdtype, ["N", ens.n_outputs]))
     return outs

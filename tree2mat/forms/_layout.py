@@ -41,8 +41,8 @@ class Stacked:
     feature: np.ndarray  # int64 [T, I]
     threshold: np.ndarray  # compare dtype [T, I]
     nan_fill: np.ndarray  # compare dtype [T, I]: -inf where NaN goes left, NaN where it goes right
-    values: np.ndarray  # float64 [T * L, K]: tree t's leaf j at row t * L + j, 0 elsewhere
-    base_rest: np.ndarray  # float64 [K]: base score not folded into a tree's values (see stack)
+    values: np.ndarray  # accumulate dtype [T * L, K]: tree t's leaf j at row t * L + j, 0 elsewhere
+    base_rest: np.ndarray  # accumulate dtype [K]: base score not folded into a tree's values
     # Categorical nodes (M of them) on categorical features (slots, F_c of them):
     cat_position: np.ndarray  # int64 [M]: flat position t * I + i of each categorical node
     cat_slot: np.ndarray  # int64 [M]: the node's feature slot
@@ -66,7 +66,9 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
     feature = np.zeros((T, I), np.int64)
     threshold = np.zeros((T, I), cmp)
     nan_fill = np.zeros((T, I), cmp)
-    values = np.zeros((T * L, K), np.float64)
+    acc = np.dtype(ens.accumulate_dtype)
+    base = ens.base_score.astype(acc)
+    values = np.zeros((T * L, K), acc)
     pending = np.ones(K, bool) if ens.aggregation is Aggregation.SUM else np.zeros(K, bool)
     for t, tree in enumerate(ens.trees):
         n = tree.n_internal
@@ -76,14 +78,14 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
         k = int(ens.output_index[t])
         rows = slice(t * L, t * L + tree.n_leaves)
         cols = np.arange(K) if k == -1 else np.asarray([k])
-        values[rows, cols] = tree.value
+        values[rows, cols] = tree.value.astype(acc)
         fold = cols[pending[cols]]
-        values[rows, fold] = ens.base_score[fold] + values[rows, fold]
+        values[rows, fold] = base[fold] + values[rows, fold]
         pending[fold] = False
-    base_rest = np.where(pending, ens.base_score, 0.0) if ens.aggregation is Aggregation.SUM else ens.base_score
+    base_rest = np.where(pending, base, 0) if ens.aggregation is Aggregation.SUM else base
     return Stacked(
         n_trees=T, n_internal=I, n_leaves=L, feature=feature, threshold=threshold,
-        nan_fill=nan_fill, values=values, base_rest=base_rest.astype(np.float64),
+        nan_fill=nan_fill, values=values, base_rest=base_rest.astype(acc),
         **_categorical(ens, I, cmp),
     )
 
@@ -151,9 +153,12 @@ def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions) -> str:
     """The graph input, cast to the dtype the comparisons run in (sklearn trees cast float64
     input to float32 before comparing; so does the graph)."""
     cmp = compare_dtype(ens.source_dtype, opts.dtype)
-    if cmp == np.dtype(opts.dtype):
-        return "input"
-    return g.op("Cast", ["input"], "x_cmp", to=1 if cmp == FLOAT32 else 11)
+    x = "input" if cmp == np.dtype(opts.dtype) else g.op("Cast", ["input"], "x_cmp", to=1 if cmp == FLOAT32 else 11)
+    if np.isnan(ens.missing_value):
+        return x
+    # A value the library treats as missing (XGBoost's `missing`) becomes NaN.
+    missing = g.op("Equal", [x, g.const(cmp.type(ens.missing_value), "missing_value")], "is_missing")
+    return g.op("Where", [missing, g.const(cmp.type(np.nan), "nan_value"), x], "x_missing")
 
 
 def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
@@ -188,16 +193,20 @@ def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
 
 def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str) -> str:
     """From leaf ids [T, N] (int64) to the margin [N, K] float64: gather values, sum the trees in
-    order (the base score is already in the first tree's values, see :func:`stack`)."""
+    order in the library's accumulation dtype (the base score is already in the first tree's
+    values, see :func:`stack`)."""
     offsets = (np.arange(st.n_trees, dtype=np.int64) * st.n_leaves)[:, None]
     gidx = g.op("Add", [leaf, g.const(offsets, "leaf_offset")], "leaf_global")
     vals = g.op("Gather", [g.const(st.values, "leaf_values"), gidx], "tree_values", axis=0)
     total = g.reduce_sum(vals, [0], keepdims=False, hint="margin_sum")
+    acc = st.values.dtype
     if ens.aggregation is Aggregation.MEAN:
-        total = g.op("Div", [total, g.const(np.float64(ens.n_trees), "n_trees")], "margin_mean")
-    if not np.any(st.base_rest):
+        total = g.op("Div", [total, g.const(acc.type(ens.n_trees), "n_trees")], "margin_mean")
+    if np.any(st.base_rest):
+        total = g.op("Add", [total, g.const(st.base_rest, "base_score")], "margin_base")
+    if acc == np.float64:
         return g.op("Identity", [total], "margin")
-    return g.op("Add", [total, g.const(st.base_rest, "base_score")], "margin")
+    return g.op("Cast", [total], "margin", to=11)
 
 
 def leaves_output(g: GraphBuilder, leaf: str) -> str:

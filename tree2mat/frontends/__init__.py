@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,8 @@ import numpy as np
 
 from tree2mat.errors import ModelFileError, Tree2MatError, UnsupportedModelError
 from tree2mat.frontends import sklearn as _sklearn
+from tree2mat.frontends import xgboost as _xgboost
+from tree2mat.frontends._support import SupportRow
 from tree2mat.frontends.loading import load_file
 from tree2mat.ir.core import Ensemble
 
@@ -22,7 +24,7 @@ class FrontendSpec:
     handles: Callable[[Any], bool]
     to_ensemble: Callable[[Any], Ensemble]
     reference_outputs: Callable[[Any, np.ndarray, bool], dict[str, np.ndarray]]
-    estimators: dict[str, _sklearn.EstimatorSpec]
+    estimators: Mapping[str, SupportRow]
 
 
 FRONTENDS: dict[str, FrontendSpec] = {
@@ -36,6 +38,14 @@ FRONTENDS: dict[str, FrontendSpec] = {
             reference_outputs=_sklearn.reference_outputs,
             estimators=_sklearn.ESTIMATORS,
         ),
+        FrontendSpec(
+            name="xgboost",
+            library="XGBoost",
+            handles=_xgboost.handles,
+            to_ensemble=_xgboost.to_ensemble,
+            reference_outputs=_xgboost.reference_outputs,
+            estimators=_xgboost.SUPPORT,
+        ),
     )
 }
 
@@ -47,6 +57,29 @@ def frontend_for(model: Any) -> FrontendSpec:
     kind = f"{type(model).__module__}.{type(model).__qualname__}"
     libraries = ", ".join(spec.library for spec in FRONTENDS.values())
     raise UnsupportedModelError(f"{kind} is not a supported model (supported libraries: {libraries})")
+
+
+def library_model(path: Any) -> Any:
+    """For a native model file, the library's own object to compare with (None when the library
+    is not installed, or the file is tree2mat's IR)."""
+    if not isinstance(path, (str, Path)) or Path(path).suffix.lower() != ".json":
+        return None
+    try:
+        import xgboost
+    except ImportError:
+        return None
+    if "learner" not in Path(path).read_text(encoding="utf-8")[:4096] and not _looks_xgboost(path):
+        return None
+    return xgboost.Booster(model_file=str(path))
+
+
+def _looks_xgboost(path: Any) -> bool:
+    import json
+
+    try:
+        return "learner" in json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
 
 
 def resolve(model_or_path: Any) -> Any:

@@ -35,6 +35,8 @@ def load_file(path: str | Path) -> Any:
         return _load_skops(path)
     if suffix == ".json":
         return _load_json(path)
+    if suffix == ".ubj":
+        raise ModelFileError(f"{path}: XGBoost UBJSON files are not supported yet; save the model as .json")
     if suffix == ".onnx":
         raise ModelFileError(f"{path}: this is an ONNX file; pass the original model file")
     raise ModelFileError(
@@ -93,7 +95,8 @@ def _load_json(path: Path) -> Any:
         raise ModelFileError(f"{path}: not valid JSON: nested too deeply") from exc
     if is_ir_document(doc):
         return ensemble_from_dict(doc, name=str(path))
-    raise ModelFileError(
-        f"{path}: not a tree2mat IR document (no 'tree2mat_ir' key); "
-        "XGBoost JSON models are not supported in this version"
-    )
+    if isinstance(doc, dict) and "learner" in doc:
+        from tree2mat.frontends.xgboost import from_document
+
+        return from_document(doc, str(path))
+    raise ModelFileError(f"{path}: neither a tree2mat IR document nor an XGBoost model (no 'tree2mat_ir' or 'learner' key)")

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tree2mat.errors import UnsupportedModelError
+from tree2mat.frontends._support import SupportRow
 from tree2mat.ir.build import tree_from_nodes
 from tree2mat.ir.core import (
     Aggregation,
@@ -284,13 +285,10 @@ def _isolation_forest(model: Any) -> Ensemble:
 # ------------------------------------------------------------------------------------ registry
 
 @dataclass(frozen=True)
-class EstimatorSpec:
+class EstimatorSpec(SupportRow):
     """One supported estimator: its converter and what the README's support table says of it."""
 
-    convert: Callable[[Any], Ensemble]
-    task: str
-    missing: str
-    notes: str = ""
+    convert: Callable[[Any], Ensemble] = _single_tree
 
 
 _CLS_NOTES = "int or str labels; multi-output"
@@ -300,27 +298,27 @@ _GB_REG = "squared_error, absolute_error, huber, quantile; init None or 'zero'"
 _NAN = "NaN (missing_go_to_left)"
 
 ESTIMATORS: dict[str, EstimatorSpec] = {
-    "DecisionTreeClassifier": EstimatorSpec(_single_tree, "classification", _NAN, _CLS_NOTES),
-    "DecisionTreeRegressor": EstimatorSpec(_single_tree, "regression", _NAN, _REG_NOTES),
-    "ExtraTreeClassifier": EstimatorSpec(_single_tree, "classification", _NAN, _CLS_NOTES),
-    "ExtraTreeRegressor": EstimatorSpec(_single_tree, "regression", _NAN, _REG_NOTES),
-    "RandomForestClassifier": EstimatorSpec(_forest, "classification", _NAN, _CLS_NOTES),
-    "RandomForestRegressor": EstimatorSpec(_forest, "regression", _NAN, _REG_NOTES),
-    "ExtraTreesClassifier": EstimatorSpec(_forest, "classification", _NAN, _CLS_NOTES),
-    "ExtraTreesRegressor": EstimatorSpec(_forest, "regression", _NAN, _REG_NOTES),
-    "GradientBoostingClassifier": EstimatorSpec(_gradient_boosting, "classification", "no (sklearn refuses NaN)", _GB_CLS),
-    "GradientBoostingRegressor": EstimatorSpec(_gradient_boosting, "regression", "no (sklearn refuses NaN)", _GB_REG),
+    "DecisionTreeClassifier": EstimatorSpec("classification", _NAN, _CLS_NOTES, _single_tree),
+    "DecisionTreeRegressor": EstimatorSpec("regression", _NAN, _REG_NOTES, _single_tree),
+    "ExtraTreeClassifier": EstimatorSpec("classification", _NAN, _CLS_NOTES, _single_tree),
+    "ExtraTreeRegressor": EstimatorSpec("regression", _NAN, _REG_NOTES, _single_tree),
+    "RandomForestClassifier": EstimatorSpec("classification", _NAN, _CLS_NOTES, _forest),
+    "RandomForestRegressor": EstimatorSpec("regression", _NAN, _REG_NOTES, _forest),
+    "ExtraTreesClassifier": EstimatorSpec("classification", _NAN, _CLS_NOTES, _forest),
+    "ExtraTreesRegressor": EstimatorSpec("regression", _NAN, _REG_NOTES, _forest),
+    "GradientBoostingClassifier": EstimatorSpec("classification", "no (sklearn refuses NaN)", _GB_CLS, _gradient_boosting),
+    "GradientBoostingRegressor": EstimatorSpec("regression", "no (sklearn refuses NaN)", _GB_REG, _gradient_boosting),
     "HistGradientBoostingClassifier": EstimatorSpec(
-        _hist_gradient_boosting, "classification", "NaN, +-inf",
-        "log_loss (binary, multiclass); categorical features (numeric categories)",
+        "classification", "NaN, +-inf",
+        "log_loss (binary, multiclass); categorical features (numeric categories)", _hist_gradient_boosting,
     ),
     "HistGradientBoostingRegressor": EstimatorSpec(
-        _hist_gradient_boosting, "regression", "NaN, +-inf",
-        "squared_error, absolute_error, gamma, poisson, quantile; categorical features",
+        "regression", "NaN, +-inf",
+        "squared_error, absolute_error, gamma, poisson, quantile; categorical features", _hist_gradient_boosting,
     ),
     "IsolationForest": EstimatorSpec(
-        _isolation_forest, "outlier detection", "NaN, +-inf",
-        "predict, decision_function, score_samples; max_features < 1",
+        "outlier detection", "NaN, +-inf",
+        "predict, decision_function, score_samples; max_features < 1", _isolation_forest,
     ),
 }
 

@@ -32,6 +32,7 @@ class Link(enum.Enum):
     """Applied to the aggregated margin (after the base score) to get the model output."""
 
     IDENTITY = "identity"
+    SIGMOID = "sigmoid"  # regression: y = sigmoid(m) (XGBoost reg:logistic)
     LOGISTIC = "logistic"  # binary: p = sigmoid(m); probabilities [1 - p, p]
     LOGISTIC_2X = "logistic_2x"  # binary, exponential loss: p = sigmoid(2 m)
     SOFTMAX = "softmax"
@@ -49,8 +50,8 @@ class LabelRule(enum.Enum):
     """How a classifier's label follows from its margin (after the base score, before the link)."""
 
     ARGMAX = "argmax"  # first maximal column per output group
-    POSITIVE = "positive"  # binary, one margin column: class 1 iff m > 0
-    NON_NEGATIVE = "non_negative"  # binary, one margin column: class 1 iff m >= 0
+    POSITIVE = "positive"  # binary, one margin column: class 1 iff m > cutoff
+    NON_NEGATIVE = "non_negative"  # binary, one margin column: class 1 iff m >= cutoff
 
 
 #: Widest input accepted (synthesizing verification rows needs rows x features of memory).
@@ -261,6 +262,10 @@ class Ensemble:
     - margin = aggregation(tree outputs) + ``base_score``; output = ``link(margin)``.
     - ``classes``: per output group (one per target), the class labels; a classifier's margin
       (or probability) columns are these groups laid side by side.
+    - ``accumulate_dtype``: the dtype the library sums tree outputs in, tree by tree from the base
+      score (scikit-learn: float64; XGBoost: float32); ``missing_value``: an input value the
+      library treats as missing besides NaN (XGBoost's ``missing``); ``label_cutoff``: the margin
+      the binary label rules compare with.
     - ``accepts_nan`` / ``accepts_inf``: whether the source model accepts such inputs, and
       ``finite_features``: features where it refuses +-inf even so (``verify`` only feeds the
       source what it accepts).
@@ -284,6 +289,9 @@ class Ensemble:
     accepts_nan: bool = True
     accepts_inf: bool = True
     finite_features: tuple[int, ...] = ()
+    accumulate_dtype: np.dtype = np.dtype(np.float64)
+    missing_value: float = float("nan")
+    label_cutoff: float = 0.0
 
     @property
     def n_trees(self) -> int:
@@ -307,8 +315,11 @@ class Ensemble:
             raise InvalidTreeError(f"output_index must have shape ({self.n_trees},)")
         if self.base_score.shape != (self.n_outputs,) or not np.all(np.isfinite(self.base_score)):
             raise InvalidTreeError(f"base_score must be {self.n_outputs} finite numbers")
-        if np.dtype(self.source_dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
-            raise InvalidTreeError("source_dtype must be float32 or float64")
+        floats = (np.dtype(np.float32), np.dtype(np.float64))
+        if np.dtype(self.source_dtype) not in floats or np.dtype(self.accumulate_dtype) not in floats:
+            raise InvalidTreeError("source_dtype and accumulate_dtype must be float32 or float64")
+        if np.isinf(self.missing_value) or not np.isfinite(self.label_cutoff):
+            raise InvalidTreeError("missing_value must be NaN or finite; label_cutoff finite")
         for t, tree in enumerate(self.trees):
             tree.validate(self.n_features, where=f"tree {t}")
             if self.comparison is Comparison.LT and np.isneginf(tree.threshold).any():

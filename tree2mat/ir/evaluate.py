@@ -21,7 +21,10 @@ def prepare_input(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
             f"input has shape {X.shape}, the model expects [N, {ensemble.n_features}]"
         )
     with np.errstate(over="ignore"):
-        return X.astype(ensemble.source_dtype, copy=False)
+        X = X.astype(ensemble.source_dtype)
+    if not np.isnan(ensemble.missing_value):
+        X[X == ensemble.source_dtype.type(ensemble.missing_value)] = np.nan
+    return X
 
 
 def apply_tree(tree: Tree, X: np.ndarray, comparison: Comparison) -> np.ndarray:
@@ -67,19 +70,20 @@ def margin(ensemble: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) 
     start from the base score and add tree by tree, as the libraries do."""
     if leaves is None:
         leaves = apply(ensemble, X)
-    out = np.zeros((leaves.shape[0], ensemble.n_outputs))
+    acc = np.dtype(ensemble.accumulate_dtype)
+    out = np.zeros((leaves.shape[0], ensemble.n_outputs), acc)
     if ensemble.aggregation is Aggregation.SUM:
-        out += ensemble.base_score
+        out += ensemble.base_score.astype(acc)
     for t, tree in enumerate(ensemble.trees):
         k = int(ensemble.output_index[t])
-        contrib = tree.value[leaves[:, t]]
+        contrib = tree.value.astype(acc)[leaves[:, t]]
         if k == -1:
             out += contrib
         else:
             out[:, k] += contrib[:, 0]
     if ensemble.aggregation is Aggregation.MEAN:
-        return out / ensemble.n_trees + ensemble.base_score
-    return out
+        out = out / acc.type(ensemble.n_trees) + ensemble.base_score.astype(acc)
+    return out.astype(np.float64)
 
 
 def _expit(m: np.ndarray) -> np.ndarray:
@@ -109,9 +113,9 @@ def probabilities(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
 def labels(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
     """Class labels from the margin: [N] for one output group, [N, groups] for several."""
     if ensemble.label_rule is LabelRule.POSITIVE:
-        return ensemble.classes[0][(m[:, 0] > 0).astype(np.int64)]
+        return ensemble.classes[0][(m[:, 0] > ensemble.label_cutoff).astype(np.int64)]
     if ensemble.label_rule is LabelRule.NON_NEGATIVE:
-        return ensemble.classes[0][(m[:, 0] >= 0).astype(np.int64)]
+        return ensemble.classes[0][(m[:, 0] >= ensemble.label_cutoff).astype(np.int64)]
     cols, start = [], 0
     for classes in ensemble.classes:
         cols.append(classes[np.argmax(m[:, start : start + len(classes)], axis=1)])
@@ -188,6 +192,10 @@ def predict(ensemble: Ensemble, X: np.ndarray, raw: bool = False) -> dict[str, n
     elif ensemble.task is Task.OUTLIER:
         out["scores"] = scores[:, None]
         out["score_samples"] = samples[:, None]
+    elif ensemble.link is Link.EXP:
+        out["variable"] = np.exp(m)
+    elif ensemble.link is Link.SIGMOID:
+        out["variable"] = _expit(m)
     else:
-        out["variable"] = np.exp(m) if ensemble.link is Link.EXP else m
+        out["variable"] = m
     return out

@@ -72,6 +72,9 @@ def ensemble_to_dict(ens: Ensemble) -> dict[str, Any]:
         "accepts_nan": ens.accepts_nan,
         "accepts_inf": ens.accepts_inf,
         "finite_features": list(ens.finite_features),
+        "accumulate_dtype": np.dtype(ens.accumulate_dtype).name,
+        "missing_value": None if np.isnan(ens.missing_value) else ens.missing_value,
+        "label_cutoff": ens.label_cutoff,
         "trees": [tree_dict(t) for t in ens.trees],
     }
 
@@ -129,8 +132,13 @@ def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemb
         if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
             raise ValueError("feature_names must be a list of strings")
         dtype = doc.get("source_dtype", "float64")
-        if dtype not in ("float32", "float64"):
-            raise ValueError("source_dtype must be 'float32' or 'float64'")
+        acc = doc.get("accumulate_dtype", "float64")
+        if dtype not in ("float32", "float64") or acc not in ("float32", "float64"):
+            raise ValueError("source_dtype and accumulate_dtype must be 'float32' or 'float64'")
+        missing = doc.get("missing_value")
+        cutoff = doc.get("label_cutoff", 0.0)
+        if not (missing is None or isinstance(missing, (int, float))) or isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)):
+            raise ValueError("missing_value and label_cutoff must be numbers")
         flags = {k: doc.get(k, True) for k in ("accepts_nan", "accepts_inf")}
         if not all(isinstance(v, bool) for v in flags.values()):
             raise ValueError("accepts_nan and accepts_inf must be true or false")
@@ -157,6 +165,9 @@ def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemb
             accepts_nan=flags["accepts_nan"],
             accepts_inf=flags["accepts_inf"],
             finite_features=tuple(_array(doc.get("finite_features", []), "finite_features", "i", 1).tolist()),
+            accumulate_dtype=np.dtype(acc),
+            missing_value=float("nan") if missing is None else float(missing),
+            label_cutoff=float(cutoff),
         ).validate()
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
