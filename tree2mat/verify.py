@@ -604,7 +604,7 @@ def verify(
     model_name = str(model_or_path) if isinstance(model_or_path, (str, Path)) else type(model_or_path).__name__
     model = frontends.resolve(model_or_path)
     ens = frontends.to_ensemble(model)
-    library = frontends.library_model(model_or_path) if isinstance(model, Ensemble) else None
+    library = frontends.library_model(model_or_path, ens) if isinstance(model, Ensemble) else None
     if library is not None:  # a native file: the library itself is the reference
         model = library
     onx, onnx_name = _load_onnx(onnx_model_or_path)

@@ -93,11 +93,7 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
 def _categorical(ens: Ensemble, I: int, cmp: np.dtype) -> dict[str, np.ndarray]:
     """Per categorical feature the sorted union of its category values; per categorical node a
     direction for each code (0 = a value that is no category of the feature, or NaN)."""
-    per_feature: dict[int, set[float]] = {}
-    for tree in ens.trees:
-        for m, node in enumerate(tree.cat_nodes):
-            vals = tree.cat_values[m]
-            per_feature.setdefault(int(tree.feature[node]), set()).update(vals[~np.isnan(vals)].tolist())
+    per_feature = _category_sets(ens)
     features = sorted(per_feature)
     slot = {f: i for i, f in enumerate(features)}
     width = max((len(v) for v in per_feature.values()), default=0)
@@ -126,16 +122,21 @@ def _categorical(ens: Ensemble, I: int, cmp: np.dtype) -> dict[str, np.ndarray]:
     }
 
 
-def categorical_bytes_per_row(ens: Ensemble) -> int:
-    """Runtime bytes per row of the categorical intermediates ([N, F_c, C] and [N, M])."""
-    features: dict[int, set[float]] = {}
-    n_nodes = 0
+def _category_sets(ens: Ensemble) -> dict[int, set[float]]:
+    """Per categorical feature, the union of the category values its nodes list."""
+    per_feature: dict[int, set[float]] = {}
     for tree in ens.trees:
-        n_nodes += tree.cat_nodes.size
         for m, node in enumerate(tree.cat_nodes):
             vals = tree.cat_values[m]
-            features.setdefault(int(tree.feature[node]), set()).update(vals[~np.isnan(vals)].tolist())
+            per_feature.setdefault(int(tree.feature[node]), set()).update(vals[~np.isnan(vals)].tolist())
+    return per_feature
+
+
+def categorical_bytes_per_row(ens: Ensemble) -> int:
+    """Runtime bytes per row of the categorical intermediates ([N, F_c, C] and [N, M])."""
+    features = _category_sets(ens)
     width = max((len(v) for v in features.values()), default=0)
+    n_nodes = sum(tree.cat_nodes.size for tree in ens.trees)
     return len(features) * width * 13 + n_nodes * 29
 
 

@@ -59,27 +59,19 @@ def frontend_for(model: Any) -> FrontendSpec:
     raise UnsupportedModelError(f"{kind} is not a supported model (supported libraries: {libraries})")
 
 
-def library_model(path: Any) -> Any:
-    """For a native model file, the library's own object to compare with (None when the library
-    is not installed, or the file is tree2mat's IR)."""
-    if not isinstance(path, (str, Path)) or Path(path).suffix.lower() != ".json":
+def library_model(path: Any, ens: Ensemble) -> Any:
+    """For a native model file already loaded as ``ens``, the library's own object to compare
+    with (None when the library is not installed, or the file is tree2mat's IR)."""
+    if not isinstance(path, (str, Path)) or not ens.source.startswith("xgboost"):
         return None
     try:
         import xgboost
     except ImportError:
         return None
-    if "learner" not in Path(path).read_text(encoding="utf-8")[:4096] and not _looks_xgboost(path):
-        return None
-    return xgboost.Booster(model_file=str(path))
-
-
-def _looks_xgboost(path: Any) -> bool:
-    import json
-
     try:
-        return "learner" in json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return False
+        return xgboost.Booster(model_file=str(path))
+    except xgboost.core.XGBoostError:  # not XGBoost's file after all (an IR naming it its source)
+        return None
 
 
 def resolve(model_or_path: Any) -> Any:
