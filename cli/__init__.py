@@ -57,7 +57,7 @@ def _forms_help() -> str:
 
 @app.command()
 def convert(
-    model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, XGBoost .json, or tree2mat IR .json."),
+    model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, XGBoost .json, LightGBM model text .txt, or tree2mat IR .json."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the ONNX file (replaced only on success)."),
     form: str = typer.Option("sign", "--form", help=f"Graph form: {_forms_help()}."),
     dtype: str = typer.Option("float32", "--dtype", help="Input dtype: float32 or float64 (float outputs follow it)."),

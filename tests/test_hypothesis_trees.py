@@ -1,11 +1,14 @@
 """Property tests on random IR trees: the graph's leaf ids equal the reference evaluator's.
 
 Trees range from a single leaf to depth 20, with repeated thresholds, +-inf thresholds, float64
-thresholds between float32 numbers, random default_left and categorical nodes; rows sit on, just
-under and just over every threshold, and hold NaN and +-inf.
+thresholds between float32 numbers, random default_left and categorical nodes (every category-code
+rule, unknown categories going either way), LightGBM's zero band and missing type Zero; rows sit
+on, just under and just over every threshold, between category codes, and hold NaN and +-inf.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -14,13 +17,15 @@ from hypothesis import strategies as st
 
 import tree2mat
 from tree2mat.ir import Aggregation, Comparison, Ensemble, Link, Task, apply
+from tree2mat.ir.core import CategoryCodes
 from tree2mat.ir.build import tree_from_nodes
 from tree2mat.ir.thresholds import float32_neighbours, graph_thresholds
 
 from conftest import assert_standard_graph, run_onnx
 
 N_FEATURES = 3
-POOL = [0.0, 1.0, -2.5, 0.1, 1e-40, 3.4e38, np.inf, -np.inf, 16777217.0, 0.30000000000000004]
+POOL = [0.0, 1.0, -2.5, 0.1, 1e-40, 3.4e38, np.inf, -np.inf, 16777217.0, 0.30000000000000004,
+        1e-35, -1e-35, 1.0000000180025095e-35, -1.0000000180025095e-35]
 
 
 @st.composite
@@ -57,10 +62,20 @@ def random_tree(draw, comparison: Comparison):
 
     new(0)
     values = np.arange(len(is_leaf), dtype=float)[:, None]
-    return tree_from_nodes(
+    tree = tree_from_nodes(
         np.asarray(left), np.asarray(right), np.asarray(is_leaf), np.asarray(feature),
         np.asarray(threshold), np.asarray(dleft), values, categories=cats,
     )
+    # LightGBM's missing type Zero at random nodes; XGBoost's "unknown categories go elsewhere".
+    extras = {}
+    if tree.n_internal and draw(st.booleans()):
+        zero = np.asarray(draw(st.lists(st.booleans(), min_size=tree.n_internal, max_size=tree.n_internal)))
+        zero[tree.cat_nodes] = False  # numeric nodes only
+        extras["zero_missing"] = zero
+    if tree.cat_nodes.size and draw(st.booleans()):
+        m = tree.cat_nodes.size
+        extras["cat_other_left"] = np.asarray(draw(st.lists(st.booleans(), min_size=m, max_size=m)))
+    return dataclasses.replace(tree, **extras)
 
 
 @st.composite
@@ -71,13 +86,18 @@ def random_ensemble(draw):
         trees=trees, n_features=N_FEATURES, n_outputs=1, output_index=np.full(len(trees), -1),
         comparison=comparison, source_dtype=np.dtype(draw(st.sampled_from(["float32", "float64"]))),
         aggregation=Aggregation.SUM, base_score=np.zeros(1), link=Link.IDENTITY, task=Task.REGRESSION,
+        category_codes=draw(st.sampled_from(list(CategoryCodes))),
+        zero_band=draw(st.sampled_from([0.0, 1.0000000180025095e-35])),
     ).validate()
 
 
 def _rows(ens: Ensemble, rng: np.random.Generator, dtype) -> np.ndarray:
     ts = np.concatenate([t.threshold for t in ens.trees] + [np.asarray(POOL)])
     ts = ts[np.isfinite(ts)]
-    values = np.concatenate([float32_neighbours(ts).ravel(), [np.nan, np.inf, -np.inf, 7.0, 3.0, 2.5]]).astype(dtype)
+    values = np.concatenate([
+        float32_neighbours(ts).ravel(),
+        [np.nan, np.inf, -np.inf, 7.0, 3.0, 2.5, -0.5, -0.0, -1.0, 1.99, 1e-36, -1e-36, 2.0**31],
+    ]).astype(dtype)
     if np.dtype(dtype) == np.float64:
         values = np.concatenate([values, ts, np.nextafter(ts, np.inf), np.nextafter(ts, -np.inf)])
     return rng.choice(values, size=(400, N_FEATURES))

@@ -27,7 +27,7 @@ from tree2mat import frontends
 from tree2mat.errors import DataError, DeviceUnavailableError, ModelFileError, OptionError, VerificationError
 from tree2mat.forms import FORMS
 from tree2mat.ir import evaluate
-from tree2mat.ir.core import Ensemble, Tree
+from tree2mat.ir.core import CategoryCodes, Ensemble, Tree
 from tree2mat.ir.thresholds import compare_dtype, float32_neighbours, graph_thresholds
 
 REPORT_SCHEMA = 1
@@ -231,6 +231,8 @@ def _critical_values(ens: Ensemble, dtype: np.dtype) -> list[np.ndarray]:
         if categories[f]:
             c = np.unique(np.concatenate(categories[f]))
             vals += [c, np.asarray([c.max() + 1.0, -1.0])]
+            if ens.category_codes is not CategoryCodes.EXACT:  # codes truncate: between codes
+                vals += [c + 0.5, np.nextafter(c + 1.0, -np.inf), np.asarray([-0.5, -0.0])]
         v = np.unique(np.concatenate(vals)) if vals else np.zeros(0)
         with np.errstate(over="ignore"):
             out.append(v[np.isfinite(v.astype(dtype))].astype(dtype))
@@ -304,7 +306,12 @@ def _path_rows(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np
             m = cat_row[p]
             vals, lefts = tree.cat_values[m], tree.cat_left[m]
             ok = vals[(lefts == is_left) & ~np.isnan(vals)]
-            row[f] = rng.choice(ok) if ok.size else (np.nan if bool(tree.default_left[p]) == is_left else row[f])
+            if ok.size:
+                row[f] = rng.choice(ok)
+            elif bool(tree.other_left[m]) == is_left:  # a value that is no category of the node
+                row[f] = -1.0
+            elif bool(tree.default_left[p]) == is_left:
+                row[f] = np.nan
             continue
         t = float(index.thresholds[p])
         if is_left:
@@ -514,6 +521,10 @@ def compare(name: str, device: str, got: np.ndarray, expected: np.ndarray, X: np
         err_abs = err_rel = 0.0
     else:
         g, e = got.astype(np.float64), expected.astype(np.float64)
+        if got.dtype == np.float32:
+            # A value beyond float32's range is +-inf in a float32 output: its correct rounding.
+            with np.errstate(over="ignore"):
+                e = np.where(np.isinf(e.astype(np.float32)), e.astype(np.float32).astype(np.float64), e)
         both_nan = np.isnan(g) & np.isnan(e)
         with np.errstate(invalid="ignore", over="ignore"):
             diff = np.where(both_nan | (g == e), 0.0, np.abs(g - e))

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from tree2mat.forms._graph import ONNX_TYPE, GraphBuilder, GraphOptions, tensor_info
-from tree2mat.ir.core import Ensemble, LabelRule, Link, Task
+from tree2mat.ir.core import BINARY_LINKS, Ensemble, LabelRule, Link, Task
 from tree2mat.ir.evaluate import isolation_cutoff
 
 
@@ -23,35 +23,54 @@ def label_dtype(classes: tuple[np.ndarray, ...]) -> str:
 
 
 def _labels(g: GraphBuilder, ens: Ensemble, m: str) -> str:
-    if ens.label_rule in (LabelRule.POSITIVE, LabelRule.NON_NEGATIVE):
-        col = g.op("Squeeze", [m, g.const(np.asarray([1], np.int64), "squeeze_axis")], "margin_col")
+    binary = ens.label_rule in (LabelRule.POSITIVE, LabelRule.NON_NEGATIVE)  # one column per target
+    if binary:
         cmp = "Greater" if ens.label_rule is LabelRule.POSITIVE else "GreaterOrEqual"
-        hit = g.op(cmp, [col, g.const(np.float64(ens.label_cutoff), "label_cutoff")], "positive")
-        idx = g.op("Cast", [hit], "class_index", to=onnx.TensorProto.INT64)
-        return g.op("Gather", [g.const(ens.classes[0], "classes"), idx], out="label", axis=0)
+        hit = g.op(cmp, [m, g.const(np.float64(ens.label_cutoff), "label_cutoff")], "positive")
+        index = g.op("Cast", [hit], "class_indices", to=onnx.TensorProto.INT64)
     if len(ens.classes) == 1:
-        idx = g.op("ArgMax", [m], "class_index", axis=1, keepdims=0)
+        if binary:
+            idx = g.op("Squeeze", [index, g.const(np.asarray([1], np.int64), "squeeze_axis")], "class_index")
+        else:
+            idx = g.op("ArgMax", [m], "class_index", axis=1, keepdims=0)
         return g.op("Gather", [g.const(ens.classes[0], "classes"), idx], out="label", axis=0)
     cols, start = [], 0
     for j, classes in enumerate(ens.classes):
-        part = g.slice_cols(m, start, start + len(classes), f"margin_group{j}")
-        idx = g.op("ArgMax", [part], f"class_index{j}", axis=1, keepdims=1)
+        if binary:
+            idx = g.slice_cols(index, j, j + 1, f"class_index{j}")
+        else:
+            part = g.slice_cols(m, start, start + len(classes), f"margin_group{j}")
+            idx = g.op("ArgMax", [part], f"class_index{j}", axis=1, keepdims=1)
         cols.append(g.op("Gather", [g.const(classes, f"classes{j}"), idx], f"label{j}", axis=0))
         start += len(classes)
     return g.op("Concat", cols, out="label", axis=1)
 
 
+def _positive(g: GraphBuilder, link: Link, m: str) -> str:
+    """p of a binary link (see ``BINARY_LINKS``), elementwise on the margin."""
+    if link is Link.MARGIN:
+        return m
+    if link is Link.STEP:
+        hit = g.op("Greater", [m, g.const(np.float64(0), "zero_f64")], "margin_positive")
+        return g.op("Cast", [hit], "p_positive", to=onnx.TensorProto.DOUBLE)
+    z = m if link is Link.LOGISTIC else g.op("Mul", [m, g.const(np.float64(2), "two")], "margin2")
+    return g.op("Sigmoid", [z], "p_positive")
+
+
 def _probabilities(g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions) -> str:
-    if ens.link in (Link.LOGISTIC, Link.LOGISTIC_2X):
-        z = m if ens.link is Link.LOGISTIC else g.op("Mul", [m, g.const(np.float64(2), "two")], "margin2")
-        p = g.op("Sigmoid", [z], "p_positive")
+    if ens.link in BINARY_LINKS:  # one margin column per target: [1 - p, p]
+        p = _positive(g, ens.link, m)
         q = g.op("Sub", [g.const(np.float64(1), "one_f64"), p], "p_negative")
-        probs = g.op("Concat", [q, p], "probs64", axis=1)
+        if len(ens.classes) > 1:
+            q, p = g.unsqueeze(q, [2], "p_negative3"), g.unsqueeze(p, [2], "p_positive3")
+        probs = g.op("Concat", [q, p], "probs64", axis=1 if len(ens.classes) == 1 else 2)
     elif ens.link is Link.SOFTMAX:
         probs = g.op("Softmax", [m], "probs64", axis=1)
+    elif ens.link is Link.SIGMOID:  # one-vs-all
+        probs = g.op("Sigmoid", [m], "probs64")
     else:
         probs = m
-    if len(ens.classes) > 1:
+    if len(ens.classes) > 1 and ens.link not in BINARY_LINKS:
         width = max(ens.n_classes)
         parts, start = [], 0
         for j, c in enumerate(ens.n_classes):
@@ -91,6 +110,10 @@ def emit(g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions) -> list[onn
             y = g.op("Exp", [m], "exp_margin")
         elif ens.link is Link.SIGMOID:
             y = g.op("Sigmoid", [m], "sigmoid_margin")
+        elif ens.link is Link.SOFTPLUS:  # max(m, 0) + log(1 + exp(-|m|)): no overflow, float64
+            neg = g.op("Neg", [g.op("Abs", [m], "abs_margin")], "neg_abs_margin")
+            tail = g.op("Log", [g.op("Add", [g.const(np.float64(1), "one_sp"), g.op("Exp", [neg], "exp_neg")], "one_plus")], "log_tail")
+            y = g.op("Add", [g.op("Max", [m, g.const(np.float64(0), "zero_sp")], "pos_margin"), tail], "softplus_margin")
         g.op("Cast", [y], out="variable", to=to)
         outs.append(tensor_info("variable", fdtype, ["N", ens.n_outputs]))
     return outs

@@ -17,7 +17,7 @@ import numpy as np
 
 from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
-from tree2mat.ir.core import Aggregation, Ensemble
+from tree2mat.ir.core import Aggregation, CategoryCodes, Comparison, Ensemble
 from tree2mat.ir.thresholds import FLOAT32, compare_dtype, graph_categories, graph_thresholds
 
 #: Name of the internal leaf-id tensor [T, N] (int64) in every exact form; ``verify`` exposes it
@@ -48,7 +48,11 @@ class Stacked:
     cat_slot: np.ndarray  # int64 [M]: the node's feature slot
     cat_features: np.ndarray  # int64 [F_c]: input column of each slot
     cat_values: np.ndarray  # compare dtype [F_c, C]: the slot's category values, NaN-padded
-    cat_direction: np.ndarray  # float32 [M * (C + 1)]: node m, code c (0: unknown) -> -1 left, +1 right
+    cat_direction: np.ndarray  # float32 [M * (C + 1)]: node m, code c (0: no category) -> -1 left, +1 right
+    cat_nan_left: np.ndarray | None  # bool [M]: where NaN goes, when that differs from code 0 somewhere
+    zero_missing: np.ndarray | None  # bool [T * I]: nodes where 0 counts as missing (None: none)
+    # Linear leaves, padded to P terms (None without linear trees):
+    linear: tuple[np.ndarray, np.ndarray, np.ndarray] | None  # const [T*L], feature [T*L, P], coef [T*L, P]
 
 
 def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
@@ -83,11 +87,39 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
         values[rows, fold] = base[fold] + values[rows, fold]
         pending[fold] = False
     base_rest = np.where(pending, base, 0) if ens.aggregation is Aggregation.SUM else base
+    zero_missing = None
+    if any(t.zero_missing.size for t in ens.trees):
+        zero_missing = np.zeros((T, I), bool)
+        for t, tree in enumerate(ens.trees):
+            zero_missing[t, : tree.zero_missing.size] = tree.zero_missing
+        zero_missing = zero_missing.reshape(T * I)
     return Stacked(
         n_trees=T, n_internal=I, n_leaves=L, feature=feature, threshold=threshold,
         nan_fill=nan_fill, values=values, base_rest=base_rest.astype(acc),
-        **_categorical(ens, I, cmp),
+        zero_missing=zero_missing, linear=_linear(ens, L), **_categorical(ens, I, cmp),
     )
+
+
+def _linear(ens: Ensemble, L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Linear-leaf tables over all trees' leaves (global leaf id t * L + j); a tree without
+    linear leaves gets its plain values as constants and no terms."""
+    if not any(t.is_linear for t in ens.trees):
+        return None
+    P = max(t.linear_feature.shape[1] for t in ens.trees if t.is_linear)  # type: ignore[union-attr]
+    T = ens.n_trees
+    const = np.zeros(T * L)
+    feature = np.full((T * L, P), -1, np.int64)
+    coef = np.zeros((T * L, P))
+    for t, tree in enumerate(ens.trees):
+        rows = slice(t * L, t * L + tree.n_leaves)
+        if tree.is_linear:
+            p = tree.linear_feature.shape[1]  # type: ignore[union-attr]
+            const[rows] = tree.linear_const
+            feature[rows, :p] = tree.linear_feature
+            coef[rows, :p] = tree.linear_coef
+        else:
+            const[rows] = tree.value[:, 0]
+    return const, feature, coef
 
 
 def _categorical(ens: Ensemble, I: int, cmp: np.dtype) -> dict[str, np.ndarray]:
@@ -100,12 +132,13 @@ def _categorical(ens: Ensemble, I: int, cmp: np.dtype) -> dict[str, np.ndarray]:
     values = np.full((len(features), width), np.nan)
     for f, vals in per_feature.items():
         values[slot[f], : len(vals)] = sorted(vals)
-    position, slots, directions = [], [], []
+    position, slots, directions, nan_left, other_left = [], [], [], [], []
     for t, tree in enumerate(ens.trees):
+        nan_left += tree.default_left[tree.cat_nodes].tolist()
+        other_left += tree.other_left.tolist()
         for m, node in enumerate(tree.cat_nodes):
             f = int(tree.feature[node])
-            default = -1.0 if tree.default_left[node] else 1.0
-            row = np.full(width + 1, default, np.float32)
+            row = np.full(width + 1, -1.0 if tree.other_left[m] else 1.0, np.float32)
             for v, goes_left in zip(tree.cat_values[m], tree.cat_left[m]):
                 if not np.isnan(v):
                     code = 1 + int(np.searchsorted(values[slot[f], : len(per_feature[f])], v))
@@ -119,6 +152,7 @@ def _categorical(ens: Ensemble, I: int, cmp: np.dtype) -> dict[str, np.ndarray]:
         "cat_features": np.asarray(features, np.int64),
         "cat_values": graph_categories(values, cmp),
         "cat_direction": np.concatenate(directions) if directions else np.zeros(0, np.float32),
+        "cat_nan_left": np.asarray(nan_left, bool) if nan_left != other_left else None,
     }
 
 
@@ -155,11 +189,16 @@ def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions) -> str:
     input to float32 before comparing; so does the graph)."""
     cmp = compare_dtype(ens.source_dtype, opts.dtype)
     x = "input" if cmp == np.dtype(opts.dtype) else g.op("Cast", ["input"], "x_cmp", to=1 if cmp == FLOAT32 else 11)
-    if np.isnan(ens.missing_value):
-        return x
-    # A value the library treats as missing (XGBoost's `missing`) becomes NaN.
-    missing = g.op("Equal", [x, g.const(cmp.type(ens.missing_value), "missing_value")], "is_missing")
-    return g.op("Where", [missing, g.const(cmp.type(np.nan), "nan_value"), x], "x_missing")
+    if not np.isnan(ens.missing_value):
+        # A value the library treats as missing (XGBoost's `missing`) becomes NaN.
+        missing = g.op("Equal", [x, g.const(cmp.type(ens.missing_value), "missing_value")], "is_missing")
+        x = g.op("Where", [missing, g.const(cmp.type(np.nan), "nan_value"), x], "x_missing")
+    if ens.zero_band:
+        # |x| <= band becomes 0 (LightGBM); the band is rounded down to cmp exactly as thresholds.
+        band = graph_thresholds(np.asarray([ens.zero_band]), Comparison.LE, cmp)[0]
+        tiny = g.op("LessOrEqual", [g.op("Abs", [x], "x_abs"), g.const(band, "zero_band")], "x_tiny")
+        x = g.op("Where", [tiny, g.const(cmp.type(0), "zero_value"), x], "x_banded")
+    return x
 
 
 def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
@@ -167,6 +206,10 @@ def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
     flat = st.n_trees * st.n_internal
     gathered = g.op("Gather", [x, g.const(st.feature.reshape(flat), "node_feature")], "x_nodes", axis=1)
     isnan = g.op("IsNaN", [gathered], "x_isnan")
+    if st.zero_missing is not None:  # LightGBM missing type Zero: 0 is missing at these nodes
+        zero = g.op("Equal", [gathered, g.const(st.threshold.dtype.type(0), "zero_cmp")], "x_zero")
+        zero = g.op("And", [zero, g.const(st.zero_missing, "zero_missing")], "x_zero_missing")
+        isnan = g.op("Or", [isnan, zero], "x_missing_node")
     filled = g.op("Where", [isnan, g.const(st.nan_fill.reshape(flat), "nan_fill"), gathered], "x_filled")
     left = g.op("LessOrEqual", [filled, g.const(st.threshold.reshape(flat), "threshold")], "go_left")
     if st.cat_position.size == 0:
@@ -174,7 +217,9 @@ def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
     # Categorical nodes: each categorical feature's value becomes a code (1 + index among the
     # feature's categories, 0 for anything else: NaN, unseen values) by exact equality; each node
     # then looks its direction up by code.
-    xc = g.unsqueeze(g.op("Gather", [x, g.const(st.cat_features, "cat_features")], "x_cat", axis=1), [2], "x_cat3")
+    x_cat = g.op("Gather", [x, g.const(st.cat_features, "cat_features")], "x_cat", axis=1)
+    x_cat = _category_codes(g, ens.category_codes, x_cat, st.threshold.dtype)
+    xc = g.unsqueeze(x_cat, [2], "x_cat3")
     eq = g.op("Cast", [g.op("Equal", [xc, g.const(st.cat_values, "cat_values")], "cat_eq")], "cat_eqf", to=1)
     width = st.cat_values.shape[1]
     ranks = g.const(np.arange(1, width + 1, dtype=np.float32), "cat_rank")
@@ -185,6 +230,12 @@ def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
     index = g.op("Add", [node_codes, g.const(offsets, "cat_offset")], "cat_index")
     direction = g.op("Gather", [g.const(st.cat_direction, "cat_direction"), index], "cat_dir", axis=0)
     cat_left = g.op("Less", [direction, g.const(np.float32(0), "zero_f32")], "cat_left")
+    if st.cat_nan_left is not None:  # NaN goes elsewhere than unknown categories (XGBoost)
+        node_x = g.op("Gather", [x_cat, g.const(st.cat_slot, "cat_slot_x")], "cat_node_x", axis=1)
+        isnan = g.op("IsNaN", [node_x], "cat_isnan")
+        nan_part = g.op("And", [isnan, g.const(st.cat_nan_left, "cat_nan_left")], "cat_nan_goes_left")
+        rest = g.op("And", [g.op("Not", [isnan], "cat_notnan"), cat_left], "cat_value_goes_left")
+        cat_left = g.op("Or", [nan_part, rest], "cat_left_nan")
     flat = st.n_trees * st.n_internal
     both = g.op("Concat", [left, cat_left], "left_all", axis=1)
     perm = np.arange(flat, dtype=np.int64)
@@ -192,17 +243,65 @@ def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
     return g.op("Gather", [both, g.const(perm, "cat_perm")], "go_left_cat", axis=1)
 
 
-def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str) -> str:
+def _category_codes(g: GraphBuilder, rule: CategoryCodes, x: str, dtype: np.dtype) -> str:
+    """The category codes of values ``x`` (``dtype``) under ``rule`` (see
+    :func:`tree2mat.ir.core.category_codes`): -1 for values that match nothing, NaN stays NaN
+    (every comparison with NaN is false, and Floor keeps it)."""
+    if rule is CategoryCodes.EXACT:
+        return x
+    minus1, zero = g.const(dtype.type(-1), "cat_invalid"), g.const(dtype.type(0), "cat_zero")
+    floor = g.op("Floor", [x], "cat_floor")
+    if rule is CategoryCodes.TRUNCATE:  # int(x) toward zero: (-1, 0) -> 0, <= -1 -> negative
+        floor = g.op("Where", [g.op("Less", [x, zero], "cat_negative"), zero, floor], "cat_trunc")
+        invalid = g.op("LessOrEqual", [x, minus1], "cat_invalid_x")
+    else:
+        invalid = g.op("Less", [x, zero], "cat_invalid_x")
+    return g.op("Where", [invalid, minus1, floor], "cat_code_x")
+
+
+def _linear_values(g: GraphBuilder, st: Stacked, gidx: str, vals: str, x: str) -> str:
+    """Tree outputs [T, N, 1] with linear leaves: constant plus coefficient times feature, added
+    term by term in float64 as LightGBM does; the plain value where a used feature is NaN."""
+    assert st.linear is not None
+    const, feature, coef = st.linear
+    P = feature.shape[1]
+    x64 = x if st.threshold.dtype == np.float64 else g.op("Cast", [x], "x_f64", to=11)
+    # Per tree and row, the leaf's feature ids [N, T * P] and the values there (GatherElements).
+    feats = g.op("Gather", [g.const(np.maximum(feature, 0), "linear_feature"), gidx], "lin_feat", axis=0)
+    used = g.op("Gather", [g.const(feature >= 0, "linear_used"), gidx], "lin_used", axis=0)
+    coefs = g.op("Gather", [g.const(coef, "linear_coef"), gidx], "lin_coef", axis=0)
+    rows_first = g.op("Transpose", [feats], "lin_feat_rows", perm=[1, 0, 2])
+    flat = g.op("Reshape", [rows_first, g.const(np.asarray([0, -1], np.int64), "lin_flat_shape")], "lin_feat_flat")
+    xs = g.op("GatherElements", [x64, flat], "lin_x_flat", axis=1)
+    shape = g.const(np.asarray([0, st.n_trees, P], np.int64), "lin_shape")
+    xs = g.op("Transpose", [g.op("Reshape", [xs, shape], "lin_x_rows")], "lin_x", perm=[1, 0, 2])
+    nan = g.op("And", [used, g.op("IsNaN", [xs], "lin_isnan")], "lin_nan")
+    n_nan = g.reduce_sum(g.op("Cast", [nan], "lin_nan_f", to=1), [2], keepdims=False, hint="lin_nan_count")
+    any_nan = g.op("Greater", [n_nan, g.const(np.float32(0), "lin_zero_f32")], "lin_nan_any")
+    terms = g.op("Where", [used, g.op("Mul", [xs, coefs], "lin_prod"), g.const(np.float64(0), "lin_zero")], "lin_terms")
+    out = g.op("Gather", [g.const(const, "linear_const"), gidx], "lin_acc", axis=0)
+    squeeze = g.const(np.asarray([2], np.int64), "lin_squeeze")
+    for p in range(P):  # in order, one addition at a time
+        term = g.op("Gather", [terms, g.const(np.asarray([p], np.int64), f"lin_p{p}")], f"lin_term{p}", axis=2)
+        out = g.op("Add", [out, g.op("Squeeze", [term, squeeze], f"lin_term{p}_2d")], f"lin_acc{p}")
+    plain = g.op("Squeeze", [vals, squeeze], "lin_plain")
+    chosen = g.op("Where", [any_nan, plain, out], "lin_value")
+    return g.unsqueeze(g.op("Cast", [chosen], "lin_value_acc", to=1 if st.values.dtype == np.float32 else 11), [2], "tree_values_linear")
+
+
+def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str, x: str) -> str:
     """From leaf ids [T, N] (int64) to the margin [N, K] float64: gather values, sum the trees in
     order in the library's accumulation dtype (the base score is already in the first tree's
-    values, see :func:`stack`)."""
+    values, see :func:`stack`). ``x``: the compared input (for linear leaves)."""
     offsets = (np.arange(st.n_trees, dtype=np.int64) * st.n_leaves)[:, None]
     gidx = g.op("Add", [leaf, g.const(offsets, "leaf_offset")], "leaf_global")
     vals = g.op("Gather", [g.const(st.values, "leaf_values"), gidx], "tree_values", axis=0)
+    if st.linear is not None:
+        vals = _linear_values(g, st, gidx, vals, x)
     total = g.reduce_sum(vals, [0], keepdims=False, hint="margin_sum")
     acc = st.values.dtype
     if ens.aggregation is Aggregation.MEAN:
-        total = g.op("Div", [total, g.const(acc.type(ens.n_trees), "n_trees")], "margin_mean")
+        total = g.op("Div", [total, g.const(ens.trees_per_output().astype(acc), "n_trees")], "margin_mean")
     if np.any(st.base_rest):
         total = g.op("Add", [total, g.const(st.base_rest, "base_score")], "margin_base")
     if acc == np.float64:

@@ -60,7 +60,7 @@ def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
     scores = g.op("MatMul", [h3, g.const(bt, "template_T")], "template_scores")
     delta = g.op("Sub", [scores, g.const(depth, "depth")], "score_minus_depth")
     leaf = g.op("ArgMax", [delta], out=_layout.LEAF_TENSOR, axis=2, keepdims=0)
-    m = _layout.leaf_margin(g, ens, st, leaf)
+    m = _layout.leaf_margin(g, ens, st, leaf, x)
     outputs = _heads.emit(g, ens, m, opts)
     if opts.leaves:
         _layout.leaves_output(g, leaf)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from tree2mat.errors import ModelFileError, Tree2MatError, UnsupportedModelError
+from tree2mat.frontends import lightgbm as _lightgbm
 from tree2mat.frontends import sklearn as _sklearn
 from tree2mat.frontends import xgboost as _xgboost
 from tree2mat.frontends._support import SupportRow
@@ -46,6 +47,14 @@ FRONTENDS: dict[str, FrontendSpec] = {
             reference_outputs=_xgboost.reference_outputs,
             estimators=_xgboost.SUPPORT,
         ),
+        FrontendSpec(
+            name="lightgbm",
+            library="LightGBM",
+            handles=_lightgbm.handles,
+            to_ensemble=_lightgbm.to_ensemble,
+            reference_outputs=_lightgbm.reference_outputs,
+            estimators=_lightgbm.SUPPORT,
+        ),
     )
 }
 
@@ -62,16 +71,34 @@ def frontend_for(model: Any) -> FrontendSpec:
 def library_model(path: Any, ens: Ensemble) -> Any:
     """For a native model file already loaded as ``ens``, the library's own object to compare
     with (None when the library is not installed, or the file is tree2mat's IR)."""
-    if not isinstance(path, (str, Path)) or not ens.source.startswith("xgboost"):
+    if not isinstance(path, (str, Path)):
+        return None
+    if ens.source.startswith("lightgbm") and Path(path).suffix.lower() == ".txt":
+        try:
+            import lightgbm
+        except ImportError:
+            return None
+        return lightgbm.Booster(model_file=str(path))
+    if not ens.source.startswith("xgboost"):
         return None
     try:
         import xgboost
     except ImportError:
         return None
+    if any(t.n_outputs > 1 for t in ens.trees) and int(xgboost.__version__.split(".")[0]) >= 3 and _writer_major(path) < 3:
+        return None  # XGBoost 3 crashes (segfault) loading a 2.x file with vector leaves
     try:
         return xgboost.Booster(model_file=str(path))
     except xgboost.core.XGBoostError:  # not XGBoost's file after all (an IR naming it its source)
         return None
+
+
+def _writer_major(path: str | Path) -> int:
+    """The major version of the XGBoost that wrote a native file (its ``version`` field)."""
+    from tree2mat.frontends.loading import xgboost_document
+
+    version = xgboost_document(Path(path)).get("version", [0])
+    return int(version[0]) if isinstance(version, list) and version and isinstance(version[0], int) else 0
 
 
 def resolve(model_or_path: Any) -> Any:

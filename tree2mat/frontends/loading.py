@@ -9,7 +9,7 @@ from typing import Any
 from tree2mat.errors import ModelFileError, UnsupportedModelError
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
-SUFFIXES = PICKLE_SUFFIXES + (".skops", ".json")
+SUFFIXES = PICKLE_SUFFIXES + (".skops", ".json", ".txt", ".ubj")
 
 #: Types a ``.skops`` file may hold: scikit-learn's and numpy's own, plus ``functools.partial``
 #: (HistGradientBoosting keeps one around ``check_array``); anything else is refused by name.
@@ -35,8 +35,10 @@ def load_file(path: str | Path) -> Any:
         return _load_skops(path)
     if suffix == ".json":
         return _load_json(path)
+    if suffix == ".txt":
+        return _load_lightgbm_text(path)
     if suffix == ".ubj":
-        raise ModelFileError(f"{path}: XGBoost UBJSON files are not supported yet; save the model as .json")
+        return _load_xgboost(path)
     if suffix == ".onnx":
         raise ModelFileError(f"{path}: this is an ONNX file; pass the original model file")
     raise ModelFileError(
@@ -84,19 +86,55 @@ def _load_skops(path: Path) -> Any:
         raise ModelFileError(f"{path}: cannot load .skops file: {type(exc).__name__}: {exc}") from exc
 
 
-def _load_json(path: Path) -> Any:
-    from tree2mat.ir.io import ensemble_from_dict, is_ir_document
+def _read_document(path: Path) -> Any:
+    """The document of a ``.json`` (JSON) or ``.ubj`` (XGBoost's UBJSON) file."""
+    if path.suffix.lower() == ".ubj":
+        from tree2mat.frontends._ubjson import decode
 
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ModelFileError(f"{path}: cannot read: {exc}") from exc
+        return decode(data, str(path))
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: also huge integers
         raise ModelFileError(f"{path}: not valid JSON: {exc}") from exc
     except RecursionError as exc:
         raise ModelFileError(f"{path}: not valid JSON: nested too deeply") from exc
+
+
+def xgboost_document(path: Path) -> dict:
+    """An XGBoost model document from a native ``.json`` or ``.ubj`` file (xgboost not needed)."""
+    doc = _read_document(path)
+    if not isinstance(doc, dict) or "learner" not in doc:
+        raise ModelFileError(f"{path}: not an XGBoost model (no 'learner' key)")
+    return doc
+
+
+def _load_json(path: Path) -> Any:
+    from tree2mat.ir.io import ensemble_from_dict, is_ir_document
+
+    doc = _read_document(path)
     if is_ir_document(doc):
         return ensemble_from_dict(doc, name=str(path))
-    if isinstance(doc, dict) and "learner" in doc:
-        from tree2mat.frontends.xgboost import from_document
+    if not (isinstance(doc, dict) and "learner" in doc):
+        raise ModelFileError(f"{path}: neither a tree2mat IR document nor an XGBoost model (no 'tree2mat_ir' or 'learner' key)")
+    return _load_xgboost(path, doc)
 
-        return from_document(doc, str(path))
-    raise ModelFileError(f"{path}: neither a tree2mat IR document nor an XGBoost model (no 'tree2mat_ir' or 'learner' key)")
+
+def _load_xgboost(path: Path, doc: dict | None = None) -> Any:
+    """An XGBoost model file (UBJSON, or JSON already read as ``doc``), read without xgboost."""
+    from tree2mat.frontends.xgboost import from_document
+
+    return from_document(xgboost_document(path) if doc is None else doc, str(path))
+
+
+def _load_lightgbm_text(path: Path) -> Any:
+    from tree2mat.frontends.lightgbm import from_text
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelFileError(f"{path}: not a readable LightGBM model text: {exc}") from exc
+    return from_text(text, str(path))

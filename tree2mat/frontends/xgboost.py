@@ -4,13 +4,17 @@ the library's own predictions for ``verify`` (xgboost needed).
 Semantics followed (XGBoost 2.x - 3.x): inputs are float32; a node goes left when
 ``x < split_condition`` (float32), a missing value (NaN, or the wrapper's ``missing``) by
 ``default_left``; a leaf's value is its ``split_conditions`` entry (times the DART weight); each
-tree adds to output group ``tree_info[t]``; margins start at the base score mapped to margin space
-(logit or log, per objective) and sum tree by tree in float32; a wrapper with early stopping
-predicts with the trees up to ``best_iteration``.
+tree adds to output ``tree_info[t]`` (class or target), or, for multi-target trees
+(``multi_strategy="multi_output_tree"``), a vector leaf to every target; margins start at the base
+score (one per output) mapped to margin space (logit or log, per objective) and sum tree by tree in
+float32; a wrapper with early stopping predicts with the trees up to ``best_iteration``.
+XGBClassifier labels class 1 where its prediction (the sigmoid, the margin itself, or hinge's 0/1)
+exceeds 0.5, and its ``predict_proba`` is ``[1 - prediction, prediction]``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -21,9 +25,25 @@ import numpy as np
 from tree2mat.errors import ModelFileError, UnsupportedModelError
 from tree2mat.frontends._support import SupportRow
 from tree2mat.ir.build import tree_from_nodes
-from tree2mat.ir.core import Aggregation, Comparison, Ensemble, LabelRule, Link, Task, Tree
+from tree2mat.ir.core import Aggregation, CategoryCodes, Comparison, Ensemble, LabelRule, Link, Task, Tree
 
 F32 = np.dtype(np.float32)
+
+
+def binary_cutoff() -> float:
+    """The smallest float32 margin whose XGBoost probability ``1 / (1 + exp(-m))`` (float32)
+    exceeds 0.5: XGBClassifier labels 1 exactly there. Near 0 the float32 sigmoid rounds to 0.5
+    for margins up to about 1.2e-7."""
+    def positive(bits: int) -> bool:
+        m = np.asarray(bits, np.int32).view(np.float32)
+        with np.errstate(over="ignore"):
+            return bool(np.float32(1) / (np.float32(1) + np.exp(-m)) > np.float32(0.5))
+
+    lo, hi = 0, int(np.asarray(np.float32(1), np.float32).view(np.int32))  # bits of 0.0 and 1.0
+    while hi - lo > 1:  # positive float32 bit patterns sort as the values: bisect them
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if positive(mid) else (mid, hi)
+    return float(np.asarray(hi, np.int32).view(np.float32))
 
 
 @dataclass(frozen=True)
@@ -31,28 +51,33 @@ class Objective:
     task: Task
     link: Link
     base: str  # how base_score maps to margin space: "identity", "logit", "log"
-    notes: str = ""
+    label: tuple[LabelRule, float] | None = None  # binary: class 1 iff margin > (>=) the cutoff
 
 
 _REG = Objective(Task.REGRESSION, Link.IDENTITY, "identity")
 _EXP = Objective(Task.REGRESSION, Link.EXP, "log")
-_RANK = Objective(Task.REGRESSION, Link.IDENTITY, "identity")
 
 OBJECTIVES: dict[str, Objective] = {
     "reg:squarederror": _REG,
     "reg:squaredlogerror": _REG,
     "reg:pseudohubererror": _REG,
     "reg:absoluteerror": _REG,
+    "reg:quantileerror": _REG,
     "reg:logistic": Objective(Task.REGRESSION, Link.SIGMOID, "logit"),
     "count:poisson": _EXP,
     "reg:gamma": _EXP,
     "reg:tweedie": _EXP,
-    "binary:logistic": Objective(Task.CLASSIFICATION, Link.LOGISTIC, "logit"),
+    "survival:cox": _EXP,
+    "survival:aft": _EXP,
+    # XGBClassifier: class 1 where sigmoid(m) (float32) > 0.5, where m > 0.5, where m > 0.
+    "binary:logistic": Objective(Task.CLASSIFICATION, Link.LOGISTIC, "logit", (LabelRule.NON_NEGATIVE, binary_cutoff())),
+    "binary:logitraw": Objective(Task.CLASSIFICATION, Link.MARGIN, "identity", (LabelRule.POSITIVE, 0.5)),
+    "binary:hinge": Objective(Task.CLASSIFICATION, Link.STEP, "identity", (LabelRule.POSITIVE, 0.0)),
     "multi:softprob": Objective(Task.CLASSIFICATION, Link.SOFTMAX, "identity"),
     "multi:softmax": Objective(Task.CLASSIFICATION, Link.SOFTMAX, "identity"),
-    "rank:pairwise": _RANK,
-    "rank:ndcg": _RANK,
-    "rank:map": _RANK,
+    "rank:pairwise": _REG,
+    "rank:ndcg": _REG,
+    "rank:map": _REG,
 }
 
 
@@ -106,18 +131,59 @@ def _tree(doc: Any, weight: float | None, where: str) -> Tree:
     n = left.size
     if any(a.shape != (n,) for a in (right, feature, cond, default_left, split_type)) or n == 0:
         raise ModelFileError(f"{where}: ill-formed XGBoost model: node arrays differ in length")
-    if split_type.any():
-        raise UnsupportedModelError(f"{where}: categorical splits in XGBoost models are not supported yet")
-    if leaf_size > 1:
-        raise UnsupportedModelError(f"{where}: multi-target trees (vector leaves) are not supported yet")
     is_leaf = left == -1
-    values = cond.copy()
+    values = _leaf_vectors(doc, is_leaf, right, leaf_size, where) if leaf_size > 1 else cond.copy()
     if weight is not None:  # DART: predictions scale each tree by its weight, in float32
         values = (F32.type(weight) * values).astype(F32)
-    return tree_from_nodes(
-        left, right, is_leaf, np.where(is_leaf, 0, feature), cond.astype(np.float64),
-        default_left, values.astype(np.float64), where=where,
+    categories = _categories(doc, split_type, is_leaf, where)
+    tree = tree_from_nodes(
+        left, right, is_leaf, np.where(is_leaf, 0, feature), np.where(split_type == 1, 0, cond).astype(np.float64),
+        default_left, values.astype(np.float64), categories=categories, where=where,
     )
+    # A category outside the node's set (unseen, negative) goes left; only NaN follows default_left.
+    return dataclasses.replace(tree, cat_other_left=np.ones(tree.cat_nodes.size, bool)) if categories else tree
+
+
+def _categories(doc: Any, split_type: np.ndarray, is_leaf: np.ndarray, where: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Categorical nodes' category sets (the categories that go right)."""
+    if not np.any(split_type[~is_leaf] == 1):
+        return {}
+    if np.any((split_type != 0) & (split_type != 1)):
+        raise ModelFileError(f"{where}: ill-formed XGBoost model: split_type must be 0 or 1")
+    try:
+        cats = np.asarray(_field(doc, "categories", where), np.int64)
+        nodes = np.asarray(_field(doc, "categories_nodes", where), np.int64)
+        starts = np.asarray(_field(doc, "categories_segments", where), np.int64)
+        sizes = np.asarray(_field(doc, "categories_sizes", where), np.int64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ModelFileError(f"{where}: ill-formed XGBoost model: categories: {exc}") from exc
+    expected = set(np.flatnonzero((split_type == 1) & ~is_leaf).tolist())
+    if (
+        nodes.ndim != 1 or nodes.shape != starts.shape or nodes.shape != sizes.shape
+        or set(nodes.tolist()) != expected or nodes.size != len(expected)
+        or np.any(sizes < 0) or np.any(starts < 0) or np.any(starts + sizes > cats.size)
+        or (cats.size and cats.min() < 0)
+    ):
+        raise ModelFileError(f"{where}: ill-formed XGBoost model: categories_nodes/segments/sizes do not match the categorical splits")
+    out = {}
+    for node, start, size in zip(nodes, starts, sizes):
+        vals = np.unique(cats[start : start + size]).astype(np.float64)
+        out[int(node)] = (vals, np.zeros(vals.size, bool))
+    return out
+
+
+def _leaf_vectors(doc: Any, is_leaf: np.ndarray, right: np.ndarray, k: int, where: str) -> np.ndarray:
+    """Leaf values [nodes, k] of a multi-target tree: XGBoost 3.x keeps them in ``leaf_weights``,
+    row ``right_children[leaf]``; 2.x in ``base_weights``, row = node id."""
+    key = "leaf_weights" if "leaf_weights" in doc else "base_weights"
+    try:
+        table = np.asarray(_field(doc, key, where), F32)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ModelFileError(f"{where}: ill-formed XGBoost model: {key}: {exc}") from exc
+    rows = np.where(is_leaf, right, 0) if key == "leaf_weights" else np.arange(is_leaf.size)
+    if table.ndim != 1 or table.size % k or rows.min() < 0 or rows.max() >= table.size // k:
+        raise ModelFileError(f"{where}: ill-formed XGBoost model: {key} does not hold {k} values per leaf")
+    return table.reshape(-1, k)[rows]
 
 
 def from_document(
@@ -131,7 +197,8 @@ def from_document(
     """The IR of an XGBoost JSON document (``Booster.save_raw("json")`` or a saved ``.json``).
 
     ``iteration_limit``: use the trees of the first so many boosting rounds (a wrapper's
-    ``best_iteration + 1``); by default the document's ``best_iteration`` attribute decides.
+    ``best_iteration + 1``); by default all trees, as ``Booster.predict`` does even after early
+    stopping.
     """
     learner = _field(doc, "learner", name)
     objective = _field(_field(learner, "objective", name), "name", name)
@@ -147,24 +214,26 @@ def from_document(
         num_target = int(params.get("num_target", "1"))
     except (TypeError, ValueError) as exc:
         raise ModelFileError(f"{name}: ill-formed XGBoost model: {exc}") from exc
-    if num_target > 1:
-        raise UnsupportedModelError(f"{name}: XGBoost models with {num_target} targets are not supported yet")
+    if num_class > 1 and num_target > 1:
+        raise UnsupportedModelError(f"{name}: XGBoost models with {num_class} classes and {num_target} targets are not supported")
+    k = max(num_class, num_target, 1)  # margin columns: classes, or targets (quantiles, labels)
     booster = _field(learner, "gradient_booster", name)
     kind = _field(booster, "name", name)
     weights = None
     if kind == "dart":
         weights = [float(w) for w in _field(booster, "weight_drop", name)]
         model = _field(_field(booster, "gbtree", name), "model", name)
+        if len(weights) != len(_field(model, "trees", name)):
+            raise ModelFileError(f"{name}: ill-formed XGBoost model: weight_drop needs one weight per tree")
     elif kind == "gbtree":
         model = _field(booster, "model", name)
     else:
         raise UnsupportedModelError(f"{name}: XGBoost booster {kind!r} is not supported (trees only)")
     trees_doc = _field(model, "trees", name)
     tree_info = np.asarray(_field(model, "tree_info", name), np.int64)
-    k = max(num_class, 1)
     if not isinstance(trees_doc, list) or len(trees_doc) != tree_info.size or not trees_doc:
         raise ModelFileError(f"{name}: ill-formed XGBoost model: trees and tree_info differ, or no trees")
-    limit = _iteration_limit(learner, model, k, len(trees_doc), iteration_limit, name)
+    limit = len(trees_doc) if iteration_limit is None else _round_trees(model, iteration_limit, name)
     trees = tuple(
         _tree(t, None if weights is None else weights[i], f"{name}: tree {i}") for i, t in enumerate(trees_doc[:limit])
     )
@@ -174,49 +243,36 @@ def from_document(
         raise ModelFileError(f"{name}: ill-formed XGBoost model: base_score has {base.size} values for {k} outputs")
     margin_base = _margin_base(base, obj.base).astype(np.float64)
     names = learner.get("feature_names") or None
+    if names is not None and (
+        not isinstance(names, list) or len(names) != n_features or not all(isinstance(v, str) for v in names)
+    ):
+        raise ModelFileError(f"{name}: ill-formed XGBoost model: feature_names must be {n_features} strings")
+    vector = np.asarray([t.n_outputs > 1 for t in trees])  # multi-target trees add to every output
     common: dict[str, Any] = dict(
-        trees=trees, n_features=n_features, output_index=tree_info[:limit] if k > 1 else np.zeros(limit, np.int64),
+        trees=trees, n_features=n_features, output_index=np.where(vector, -1, tree_info[:limit]),
         comparison=Comparison.LT, source_dtype=F32, aggregation=Aggregation.SUM,
         base_score=margin_base, link=obj.link, task=obj.task, n_outputs=k,
         feature_names=tuple(names) if names else None, source=f"xgboost {objective}",
         accepts_nan=True, accepts_inf=False, accumulate_dtype=F32, missing_value=missing,  # XGBoost refuses inf
+        category_codes=CategoryCodes.NONNEGATIVE_TRUNCATE,
     )
-    if obj.task is Task.CLASSIFICATION:
-        n_classes = 2 if objective == "binary:logistic" else k
-        labels = np.arange(n_classes) if classes is None else np.asarray(classes).astype(np.int64)
-        common.update(classes=(labels,))
-        if objective == "binary:logistic":
-            common.update(label_rule=LabelRule.NON_NEGATIVE, label_cutoff=binary_cutoff())
+    if obj.task is Task.CLASSIFICATION:  # binary: one margin column per target (multi-label)
+        labels = np.arange(2 if obj.label else k) if classes is None else np.asarray(classes).astype(np.int64)
+        common.update(classes=(labels,) * (k if obj.label else 1))
+        if obj.label:
+            common.update(label_rule=obj.label[0], label_cutoff=obj.label[1])
     return Ensemble(**common).validate()
 
 
-def _iteration_limit(learner: dict, model: dict, k: int, n_trees: int, limit: int | None, name: str) -> int:
-    """How many trees the prediction uses."""
-    if limit is None:
-        best = learner.get("attributes", {}).get("best_iteration")
-        if best is None:
-            return n_trees
-        limit = int(best) + 1
-    indptr = model.get("iteration_indptr")
-    if isinstance(indptr, list) and len(indptr) > limit:
-        return int(indptr[limit])
-    return min(n_trees, limit * k)
-
-
-def binary_cutoff() -> float:
-    """The smallest float32 margin whose XGBoost probability ``1 / (1 + exp(-m))`` (float32)
-    exceeds 0.5: XGBClassifier labels 1 exactly there. Near 0 the float32 sigmoid rounds to 0.5
-    for margins up to about 1.2e-7."""
-    def positive(bits: int) -> bool:
-        m = np.asarray(bits, np.int32).view(np.float32)
-        with np.errstate(over="ignore"):
-            return bool(np.float32(1) / (np.float32(1) + np.exp(-m)) > np.float32(0.5))
-
-    lo, hi = 0, int(np.asarray(np.float32(1), np.float32).view(np.int32))  # bits of 0.0 and 1.0
-    while hi - lo > 1:  # positive float32 bit patterns sort as the values: bisect them
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if positive(mid) else (mid, hi)
-    return float(np.asarray(hi, np.int32).view(np.float32))
+def _round_trees(model: dict, rounds: int, name: str) -> int:
+    """How many trees the first ``rounds`` boosting rounds hold (classes x parallel trees each)."""
+    indptr = _field(model, "iteration_indptr", name)
+    try:
+        if not isinstance(indptr, list) or not indptr or rounds < 0:
+            raise ValueError(f"{rounds} rounds of {indptr!r:.40}")
+        return min(len(_field(model, "trees", name)), int(indptr[min(rounds, len(indptr) - 1)]))
+    except (TypeError, ValueError) as exc:
+        raise ModelFileError(f"{name}: ill-formed XGBoost model: iteration_indptr: {exc}") from exc
 
 
 # ------------------------------------------------------------------------- library objects
@@ -226,15 +282,24 @@ def handles(model: Any) -> bool:
     return type(model).__module__.split(".")[0] == "xgboost"
 
 
-_OBJ_REG = "reg:squarederror, squaredlogerror, pseudohubererror, absoluteerror, logistic; count:poisson, reg:gamma, reg:tweedie"
+_OBJ_REG = (
+    "reg:squarederror, squaredlogerror, pseudohubererror, absoluteerror, quantileerror (a column per quantile), "
+    "logistic; count:poisson, reg:gamma, reg:tweedie, survival:cox"
+)
+_MULTI = "multi_output_tree, one_output_per_tree"
 _NAN = "NaN and `missing` (default_left)"
 SUPPORT: dict[str, SupportRow] = {
-    "XGBClassifier": SupportRow("classification", _NAN, "binary:logistic, multi:softprob, multi:softmax; DART; best_iteration"),
-    "XGBRegressor": SupportRow("regression", _NAN, f"{_OBJ_REG}; DART; best_iteration"),
+    "XGBClassifier": SupportRow(
+        "classification", _NAN,
+        f"binary:logistic, logitraw, hinge (see below); multi:softprob, multi:softmax; multi-label ({_MULTI}); DART; best_iteration",
+    ),
+    "XGBRegressor": SupportRow("regression", _NAN, f"{_OBJ_REG}; multi-target ({_MULTI}); DART; best_iteration"),
     "XGBRanker": SupportRow("ranking", _NAN, "rank:pairwise, rank:ndcg, rank:map"),
     "XGBRFClassifier": SupportRow("classification", _NAN, "binary:logistic, multi:softprob"),
     "XGBRFRegressor": SupportRow("regression", _NAN, "reg:squarederror"),
-    "Booster": SupportRow("any of the above", _NAN, "also native .json files, converted without xgboost installed"),
+    "Booster": SupportRow(
+        "any of the above", _NAN, "also survival:aft; native .json and .ubj files, converted without xgboost installed"
+    ),
 }
 WRAPPERS = tuple(SUPPORT)
 
@@ -267,26 +332,37 @@ def _early_stopped(model: Any) -> bool:
 
 
 def reference_outputs(model: Any, X: np.ndarray, raw: bool) -> dict[str, np.ndarray]:
-    import xgboost as xgb
-
+    """XGBoost's own outputs: a wrapper's predict / predict_proba; for a Booster, what
+    XGBClassifier would make of its predictions. Multi-label classifiers (one binary column per
+    target): predict_proba's p per target becomes [1 - p, p], the graph contract's [N, G, 2]."""
     n = X.shape[0]
-    if type(model).__name__ == "Booster":
-        margin = model.predict(xgb.DMatrix(X), output_margin=True)
-        pred = model.predict(xgb.DMatrix(X))
-        ens = from_document(_booster_document(model))
-        out: dict[str, np.ndarray] = {}
-        if ens.task is Task.CLASSIFICATION:
-            probs = pred if pred.ndim == 2 else np.stack([1 - pred, pred], axis=1)
-            out["label"] = np.argmax(probs, axis=1) if pred.ndim == 2 else (pred > 0.5).astype(np.int64)
-            out["variable" if raw else "probabilities"] = margin.reshape(n, -1) if raw else probs
-        else:
-            out["variable"] = (margin if raw else pred).reshape(n, -1)
-        return out
-    if hasattr(model, "classes_"):
-        out = {"label": np.asarray(model.predict(X))}
+    if type(model).__name__ != "Booster":
+        if not hasattr(model, "classes_"):
+            return {"variable": np.asarray(model.predict(X, output_margin=raw)).reshape(n, -1)}
+        label = np.asarray(model.predict(X))  # multi-label: float 0/1 per target
+        out = {"label": label.astype(np.int64) if label.ndim == 2 else label}
         if raw:
             out["variable"] = np.asarray(model.predict(X, output_margin=True)).reshape(n, -1)
         else:
-            out["probabilities"] = np.asarray(model.predict_proba(X))
+            probs = np.asarray(model.predict_proba(X))
+            out["probabilities"] = np.stack([1 - probs, probs], axis=2) if label.ndim == 2 else probs
         return out
-    return {"variable": np.asarray(model.predict(X, output_margin=raw)).reshape(n, -1)}
+    import xgboost as xgb
+
+    data = xgb.DMatrix(X, feature_names=model.feature_names, feature_types=model.feature_types, enable_categorical=True)
+    margin = model.predict(data, output_margin=True).reshape(n, -1)
+    pred = model.predict(data)
+    ens = from_document(_booster_document(model))
+    if ens.task is not Task.CLASSIFICATION:
+        return {"variable": margin if raw else pred.reshape(n, -1)}
+    if ens.link is Link.SOFTMAX:  # multi:softprob predicts probabilities, multi:softmax the class
+        from scipy.special import softmax
+
+        probs = pred if pred.ndim == 2 else softmax(margin, axis=1)  # as XGBClassifier.predict_proba
+        label = np.argmax(probs, axis=1) if pred.ndim == 2 else pred.astype(np.int64)
+    else:  # binary, one column per target: p is the sigmoid, the margin (logitraw) or 0/1 (hinge)
+        p = pred.reshape(n, -1)
+        probs, label = np.stack([1 - p, p], axis=2), (p > 0.5).astype(np.int64)
+        if p.shape[1] == 1:
+            probs, label = probs[:, 0], label[:, 0]
+    return {"label": label, ("variable" if raw else "probabilities"): margin if raw else probs}

@@ -32,12 +32,20 @@ class Link(enum.Enum):
     """Applied to the aggregated margin (after the base score) to get the model output."""
 
     IDENTITY = "identity"
-    SIGMOID = "sigmoid"  # regression: y = sigmoid(m) (XGBoost reg:logistic)
+    SIGMOID = "sigmoid"  # y = sigmoid(m) (XGBoost reg:logistic); classifiers: one-vs-all p per column
     LOGISTIC = "logistic"  # binary: p = sigmoid(m); probabilities [1 - p, p]
     LOGISTIC_2X = "logistic_2x"  # binary, exponential loss: p = sigmoid(2 m)
+    MARGIN = "margin"  # binary: p = m itself (XGBoost binary:logitraw's predict_proba)
+    STEP = "step"  # binary: p = 1 if m > 0 else 0 (XGBoost binary:hinge)
     SOFTMAX = "softmax"
     EXP = "exp"
+    SOFTPLUS = "softplus"  # regression: y = log(1 + exp(m)) (LightGBM cross_entropy_lambda)
     ISOLATION = "isolation"  # score_samples = -2 ** (-m / denominator)
+
+
+#: Links of binary classifiers: one margin column per output of two classes; probabilities
+#: [1 - p, p] with p from the margin as each link says.
+BINARY_LINKS = (Link.LOGISTIC, Link.LOGISTIC_2X, Link.MARGIN, Link.STEP)
 
 
 class Task(enum.Enum):
@@ -50,8 +58,26 @@ class LabelRule(enum.Enum):
     """How a classifier's label follows from its margin (after the base score, before the link)."""
 
     ARGMAX = "argmax"  # first maximal column per output group
-    POSITIVE = "positive"  # binary, one margin column: class 1 iff m > cutoff
-    NON_NEGATIVE = "non_negative"  # binary, one margin column: class 1 iff m >= cutoff
+    POSITIVE = "positive"  # binary, one margin column per output: class 1 iff m > cutoff
+    NON_NEGATIVE = "non_negative"  # binary, one margin column per output: class 1 iff m >= cutoff
+
+
+class CategoryCodes(enum.Enum):
+    """How a categorical node turns an input value into the category code it looks up."""
+
+    EXACT = "exact"  # scikit-learn: the value itself; it matches a category equal to it
+    TRUNCATE = "truncate"  # LightGBM: int(x) (toward zero); a negative result matches nothing
+    NONNEGATIVE_TRUNCATE = "nonnegative_truncate"  # XGBoost: x < 0 matches nothing, else int(x)
+
+
+def category_codes(x: np.ndarray, rule: CategoryCodes) -> np.ndarray:
+    """The codes ``rule`` gives float values ``x`` (NaN stays NaN; -1 for a value that matches
+    no category)."""
+    if rule is CategoryCodes.EXACT:
+        return x
+    with np.errstate(invalid="ignore"):
+        invalid = x <= -1 if rule is CategoryCodes.TRUNCATE else x < 0
+        return np.where(invalid, -1.0, np.trunc(x) + 0.0)  # + 0.0: -0.0 becomes 0.0
 
 
 #: Widest input accepted (synthesizing verification rows needs rows x features of memory).
@@ -89,6 +115,15 @@ class Tree:
       [M, C] (category values, NaN-padded) and ``cat_left`` bool [M, C]. A categorical node sends a
       value equal to one of its listed categories left or right as ``cat_left`` says; any other
       value (NaN, unseen categories) goes where ``default_left`` says. ``threshold`` is unused there.
+      Values are first mapped to codes by the ensemble's ``category_codes`` rule. Optional
+      ``cat_other_left`` bool [M]: where a non-missing value that matches no listed category goes
+      (XGBoost: left), when that differs from where NaN goes.
+    - ``zero_missing`` bool [I] (or empty: none): numeric nodes where the value 0 counts as missing too
+      (LightGBM's missing type Zero), so it goes where ``default_left`` says.
+    - linear leaves (LightGBM ``linear_tree``; K = 1): ``linear_const`` float64 [L],
+      ``linear_feature`` int64 [L, P] (-1 pads) and ``linear_coef`` float64 [L, P]. Leaf ``j``
+      outputs ``linear_const[j] + sum_p linear_coef[j, p] * x[linear_feature[j, p]]``, added in
+      order in float64, unless one of those features is NaN: then it outputs ``value[j]``.
 
     Invariants (checked by :meth:`validate`): internal nodes are numbered breadth-first (root 0,
     each level left to right), leaves left to right; every node but the root has exactly one
@@ -105,6 +140,20 @@ class Tree:
     cat_nodes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     cat_values: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float64))
     cat_left: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), bool))
+    cat_other_left: np.ndarray | None = None
+    zero_missing: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    linear_const: np.ndarray | None = None
+    linear_feature: np.ndarray | None = None
+    linear_coef: np.ndarray | None = None
+
+    @property
+    def other_left(self) -> np.ndarray:
+        """Per categorical node, where a value that matches no listed category goes."""
+        return self.default_left[self.cat_nodes] if self.cat_other_left is None else self.cat_other_left
+
+    @property
+    def is_linear(self) -> bool:
+        return self.linear_const is not None
 
     @property
     def n_internal(self) -> int:
@@ -163,6 +212,7 @@ class Tree:
                 f"outside [0, {n_features})"
             )
         self._validate_categorical(where, n_int)
+        self._validate_extras(where, n_features)
         numeric = np.ones(n_int, bool)
         numeric[self.cat_nodes] = False
         if np.isnan(self.threshold[numeric]).any():
@@ -211,6 +261,34 @@ class Tree:
             vals = row[~np.isnan(row)]
             if np.unique(vals).size != vals.size or np.isinf(vals).any():
                 raise InvalidTreeError(f"{where}: category values must be distinct and finite")
+        other = self.cat_other_left
+        if other is not None and (not isinstance(other, np.ndarray) or other.dtype != bool or other.shape != (m,)):
+            raise InvalidTreeError(f"{where}: cat_other_left must be a bool array of shape ({m},)")
+
+    def _validate_extras(self, where: str, n_features: int) -> None:
+        zm = self.zero_missing
+        if not isinstance(zm, np.ndarray) or zm.dtype != bool or zm.shape not in ((0,), (self.n_internal,)):
+            raise InvalidTreeError(f"{where}: zero_missing must be a bool array of shape (0,) or ({self.n_internal},)")
+        if zm.size and zm[self.cat_nodes].any():
+            raise InvalidTreeError(f"{where}: zero_missing applies to numeric nodes only")
+        arrays = (self.linear_const, self.linear_feature, self.linear_coef)
+        if all(a is None for a in arrays):
+            return
+        const, feat, coef = arrays
+        L = self.n_leaves
+        if (
+            not all(isinstance(a, np.ndarray) for a in arrays)
+            or const.shape != (L,) or feat.ndim != 2 or feat.shape[0] != L or coef.shape != feat.shape
+            or not np.issubdtype(feat.dtype, np.integer) or self.n_outputs != 1
+        ):
+            raise InvalidTreeError(
+                f"{where}: linear leaves need linear_const [{L}], linear_feature and linear_coef [{L}, P] "
+                "and one output"
+            )
+        if not (np.all(np.isfinite(const)) and np.all(np.isfinite(coef))):
+            raise InvalidTreeError(f"{where}: linear leaf coefficients must be finite")
+        if feat.size and (feat.min() < -1 or feat.max() >= n_features):
+            raise InvalidTreeError(f"{where}: a linear leaf uses a feature outside [0, {n_features})")
 
 
 def _bfs_and_leaf_order(left: np.ndarray, right: np.ndarray) -> tuple[list[int], list[int]]:
@@ -266,6 +344,9 @@ class Ensemble:
       score (scikit-learn: float64; XGBoost: float32); ``missing_value``: an input value the
       library treats as missing besides NaN (XGBoost's ``missing``); ``label_cutoff``: the margin
       the binary label rules compare with.
+    - ``zero_band``: inputs with ``|x| <= zero_band`` become 0 before anything else (LightGBM
+      drops values within 1e-35 of zero); 0 for none. ``category_codes``: how categorical nodes
+      map values to category codes.
     - ``accepts_nan`` / ``accepts_inf``: whether the source model accepts such inputs, and
       ``finite_features``: features where it refuses +-inf even so (``verify`` only feeds the
       source what it accepts).
@@ -292,10 +373,17 @@ class Ensemble:
     accumulate_dtype: np.dtype = np.dtype(np.float64)
     missing_value: float = float("nan")
     label_cutoff: float = 0.0
+    zero_band: float = 0.0
+    category_codes: CategoryCodes = CategoryCodes.EXACT
 
     @property
     def n_trees(self) -> int:
         return len(self.trees)
+
+    def trees_per_output(self) -> np.ndarray:
+        """How many trees add into each margin column (what a mean divides by), int64 [K]."""
+        counts = np.bincount(self.output_index[self.output_index >= 0], minlength=self.n_outputs)
+        return counts[: self.n_outputs] + int(np.count_nonzero(self.output_index == -1))
 
     @property
     def n_classes(self) -> tuple[int, ...]:
@@ -320,8 +408,14 @@ class Ensemble:
             raise InvalidTreeError("source_dtype and accumulate_dtype must be float32 or float64")
         if np.isinf(self.missing_value) or not np.isfinite(self.label_cutoff):
             raise InvalidTreeError("missing_value must be NaN or finite; label_cutoff finite")
+        if not (np.isfinite(self.zero_band) and 0 <= self.zero_band < 1e-30):
+            raise InvalidTreeError("zero_band must be a tiny non-negative number (LightGBM: 1e-35)")
         for t, tree in enumerate(self.trees):
             tree.validate(self.n_features, where=f"tree {t}")
+            if self.category_codes is not CategoryCodes.EXACT and tree.has_categorical:
+                vals = tree.cat_values[~np.isnan(tree.cat_values)]
+                if np.any((vals < 0) | (vals != np.trunc(vals))):
+                    raise InvalidTreeError(f"tree {t}: integer category codes must be non-negative integers")
             if self.comparison is Comparison.LT and np.isneginf(tree.threshold).any():
                 raise InvalidTreeError(f"tree {t}: threshold -inf with '<' sends every value right")
             k = int(self.output_index[t])
@@ -348,21 +442,29 @@ class Ensemble:
             if len({c.dtype.kind for c in self.classes}) > 1:
                 raise InvalidTreeError("class labels mix integers and strings across outputs")
             n_prob = sum(self.n_classes)
-            binary_links = (Link.LOGISTIC, Link.LOGISTIC_2X)
-            expected = 1 if self.link in binary_links else n_prob
-            if self.link in binary_links and self.n_classes != (2,):
-                raise InvalidTreeError(f"{self.link.value} link needs exactly two classes")
+            binary = self.link in BINARY_LINKS
+            expected = len(self.classes) if binary else n_prob
+            if binary and set(self.n_classes) != {2}:
+                raise InvalidTreeError(f"{self.link.value} link needs exactly two classes per output")
             if self.n_outputs != expected:
                 raise InvalidTreeError(
                     f"a classifier with classes {self.n_classes} and link {self.link.value} "
                     f"needs {expected} margin columns, has {self.n_outputs}"
                 )
-            if self.link is Link.SOFTMAX and len(self.classes) != 1:
+            if self.link in (Link.EXP, Link.SOFTPLUS, Link.ISOLATION):
+                raise InvalidTreeError(f"a classifier cannot use the {self.link.value} link")
+            if self.link in (Link.SOFTMAX, Link.SIGMOID) and len(self.classes) != 1:
                 raise InvalidTreeError("softmax link needs a single output group")
-            if self.label_rule is not LabelRule.ARGMAX and self.n_outputs != 1:
-                raise InvalidTreeError(f"label rule {self.label_rule.value} needs one margin column")
+            if binary and self.label_rule is LabelRule.ARGMAX:
+                raise InvalidTreeError(f"{self.link.value} link needs label rule positive or non_negative")
+            if self.label_rule is not LabelRule.ARGMAX and (
+                set(self.n_classes) != {2} or self.n_outputs != len(self.classes)
+            ):
+                raise InvalidTreeError(
+                    f"label rule {self.label_rule.value} needs one margin column per output of two classes"
+                )
         elif self.task is Task.OUTLIER:
             if self.link is not Link.ISOLATION or self.outlier is None or self.n_outputs != 1:
                 raise InvalidTreeError("an outlier model needs the isolation link and 1 output")
-        elif self.link in (Link.LOGISTIC, Link.LOGISTIC_2X, Link.SOFTMAX, Link.ISOLATION):
+        elif self.link in BINARY_LINKS + (Link.SOFTMAX, Link.ISOLATION):
             raise InvalidTreeError(f"a regressor cannot use the {self.link.value} link")

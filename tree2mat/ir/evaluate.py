@@ -10,7 +10,19 @@ from __future__ import annotations
 import numpy as np
 
 from tree2mat.errors import DataError
-from tree2mat.ir.core import Aggregation, Comparison, Ensemble, LabelRule, Link, OutlierParams, Task, Tree
+from tree2mat.ir.core import (
+    BINARY_LINKS,
+    Aggregation,
+    CategoryCodes,
+    Comparison,
+    Ensemble,
+    LabelRule,
+    Link,
+    OutlierParams,
+    Task,
+    Tree,
+    category_codes,
+)
 
 
 def prepare_input(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
@@ -24,11 +36,15 @@ def prepare_input(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
         X = X.astype(ensemble.source_dtype)
     if not np.isnan(ensemble.missing_value):
         X[X == ensemble.source_dtype.type(ensemble.missing_value)] = np.nan
+    if ensemble.zero_band:
+        X[np.abs(X) <= ensemble.zero_band] = 0.0
     return X
 
 
-def apply_tree(tree: Tree, X: np.ndarray, comparison: Comparison) -> np.ndarray:
-    """Leaf index of each row of ``X`` (already cast to the source dtype) in ``tree``."""
+def apply_tree(
+    tree: Tree, X: np.ndarray, comparison: Comparison, codes: CategoryCodes = CategoryCodes.EXACT
+) -> np.ndarray:
+    """Leaf index of each row of ``X`` (prepared by :func:`prepare_input`) in ``tree``."""
     n = X.shape[0]
     cur = np.zeros(n, np.int64)
     if tree.n_internal == 0:
@@ -43,15 +59,15 @@ def apply_tree(tree: Tree, X: np.ndarray, comparison: Comparison) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             go_left = x <= t if comparison is Comparison.LE else x < t
         missing = np.isnan(x)
+        if tree.zero_missing.size:
+            missing |= tree.zero_missing[nodes] & (x == 0)
         rows = cat_row[nodes]
         is_cat = rows >= 0
         if is_cat.any():
             vals = tree.cat_values[rows[is_cat]]
-            hit = vals == x[is_cat, None]
+            hit = vals == category_codes(x[is_cat], codes)[:, None]
             hit_left = (hit & tree.cat_left[rows[is_cat]]).any(axis=1)
-            hit_any = hit.any(axis=1)
-            go_left[is_cat] = hit_left
-            missing[is_cat] = ~hit_any
+            go_left[is_cat] = np.where(hit.any(axis=1), hit_left, tree.other_left[rows[is_cat]])
         go_left = np.where(missing, tree.default_left[nodes], go_left)
         nxt = np.where(go_left, tree.left[nodes], tree.right[nodes])
         cur[active] = nxt
@@ -62,7 +78,27 @@ def apply_tree(tree: Tree, X: np.ndarray, comparison: Comparison) -> np.ndarray:
 def apply(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
     """Leaf index per row and tree, int64 [N, T]."""
     Xs = prepare_input(ensemble, X)
-    return np.stack([apply_tree(t, Xs, ensemble.comparison) for t in ensemble.trees], axis=1)
+    return np.stack(
+        [apply_tree(t, Xs, ensemble.comparison, ensemble.category_codes) for t in ensemble.trees], axis=1
+    )
+
+
+def linear_outputs(tree: Tree, X: np.ndarray, leaves: np.ndarray) -> np.ndarray:
+    """A linear tree's output per row (float64 [N]) at its leaves, as LightGBM computes it: the
+    leaf's constant plus each coefficient times its feature, in order; the plain leaf value
+    when one of those features is NaN."""
+    assert tree.linear_const is not None and tree.linear_feature is not None and tree.linear_coef is not None
+    out = tree.linear_const[leaves].copy()
+    nan = np.zeros(leaves.shape[0], bool)
+    rows = np.arange(leaves.shape[0])
+    for p in range(tree.linear_feature.shape[1]):
+        f = tree.linear_feature[leaves, p]
+        used = f >= 0
+        x = X[rows, np.maximum(f, 0)].astype(np.float64)
+        nan |= used & np.isnan(x)
+        with np.errstate(invalid="ignore", over="ignore"):
+            out = np.where(used, out + x * tree.linear_coef[leaves, p], out)
+    return np.where(nan, tree.value[leaves, 0], out)
 
 
 def margin(ensemble: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
@@ -70,19 +106,23 @@ def margin(ensemble: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) 
     start from the base score and add tree by tree, as the libraries do."""
     if leaves is None:
         leaves = apply(ensemble, X)
+    Xs = prepare_input(ensemble, X) if any(t.is_linear for t in ensemble.trees) else None
     acc = np.dtype(ensemble.accumulate_dtype)
     out = np.zeros((leaves.shape[0], ensemble.n_outputs), acc)
     if ensemble.aggregation is Aggregation.SUM:
         out += ensemble.base_score.astype(acc)
     for t, tree in enumerate(ensemble.trees):
         k = int(ensemble.output_index[t])
-        contrib = tree.value.astype(acc)[leaves[:, t]]
+        if tree.is_linear:
+            contrib = linear_outputs(tree, Xs, leaves[:, t]).astype(acc)[:, None]
+        else:
+            contrib = tree.value.astype(acc)[leaves[:, t]]
         if k == -1:
             out += contrib
         else:
             out[:, k] += contrib[:, 0]
     if ensemble.aggregation is Aggregation.MEAN:
-        out = out / acc.type(ensemble.n_trees) + ensemble.base_score.astype(acc)
+        out = out / ensemble.trees_per_output().astype(acc) + ensemble.base_score.astype(acc)
     return out.astype(np.float64)
 
 
@@ -90,15 +130,26 @@ def _expit(m: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-m))
 
 
+def _positive(link: Link, m: np.ndarray) -> np.ndarray:
+    """p of a binary link (see ``BINARY_LINKS``), elementwise on the margin."""
+    if link is Link.MARGIN:
+        return m.copy()
+    if link is Link.STEP:
+        return (m > 0).astype(np.float64)
+    return _expit(2.0 * m if link is Link.LOGISTIC_2X else m)
+
+
 def probabilities(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
     """Class probabilities from the margin: [N, C], or [N, G, max C] for G targets."""
-    if ensemble.link in (Link.LOGISTIC, Link.LOGISTIC_2X):
-        scale = 2.0 if ensemble.link is Link.LOGISTIC_2X else 1.0
-        p = _expit(scale * m[:, 0])
-        return np.stack([1.0 - p, p], axis=1)
+    if ensemble.link in BINARY_LINKS:  # one margin column per target: [1 - p, p]
+        p = _positive(ensemble.link, m)
+        probs = np.stack([1.0 - p, p], axis=2)
+        return probs[:, 0] if len(ensemble.classes) == 1 else probs
     if ensemble.link is Link.SOFTMAX:
         e = np.exp(m - m.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
+    if ensemble.link is Link.SIGMOID:  # one-vs-all: each column its own sigmoid, not normalized
+        return _expit(m)
     if len(ensemble.classes) == 1:
         return m.copy()
     # Several targets: [N, G, max C], zero-padded (the graph contract's layout).
@@ -112,13 +163,14 @@ def probabilities(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
 
 def labels(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
     """Class labels from the margin: [N] for one output group, [N, groups] for several."""
-    if ensemble.label_rule is LabelRule.POSITIVE:
-        return ensemble.classes[0][(m[:, 0] > ensemble.label_cutoff).astype(np.int64)]
-    if ensemble.label_rule is LabelRule.NON_NEGATIVE:
-        return ensemble.classes[0][(m[:, 0] >= ensemble.label_cutoff).astype(np.int64)]
     cols, start = [], 0
-    for classes in ensemble.classes:
-        cols.append(classes[np.argmax(m[:, start : start + len(classes)], axis=1)])
+    for j, classes in enumerate(ensemble.classes):
+        if ensemble.label_rule is LabelRule.POSITIVE:  # one margin column per target
+            cols.append(classes[(m[:, j] > ensemble.label_cutoff).astype(np.int64)])
+        elif ensemble.label_rule is LabelRule.NON_NEGATIVE:
+            cols.append(classes[(m[:, j] >= ensemble.label_cutoff).astype(np.int64)])
+        else:
+            cols.append(classes[np.argmax(m[:, start : start + len(classes)], axis=1)])
         start += len(classes)
     return cols[0] if len(cols) == 1 else np.stack(cols, axis=1)
 
@@ -134,13 +186,13 @@ def outlier_scores(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
     return -(2.0 ** (-ratio))
 
 
-def _float_key(x: float) -> int:
+def float_key(x: float) -> int:
     """An integer that orders float64 values as the floats themselves are ordered."""
     i = int(np.asarray(x, np.float64).view(np.int64))
     return i if i >= 0 else -(i & 0x7FFFFFFFFFFFFFFF)
 
 
-def _key_float(k: int) -> float:
+def key_float(k: int) -> float:
     bits = k if k >= 0 else (-k) | -0x8000000000000000
     return float(np.asarray(bits, np.int64).view(np.float64))
 
@@ -161,18 +213,18 @@ def isolation_cutoff(params: OutlierParams) -> float:
         with np.errstate(over="ignore"):
             return bool(2.0 ** -np.asarray([r], np.float64)[0] <= c)
 
-    lo, hi = _float_key(-np.inf), _float_key(np.inf)
+    lo, hi = float_key(-np.inf), float_key(np.inf)
     if inlier(-np.inf):
         return -np.inf
     if not inlier(np.inf):
         return np.inf
     while hi - lo > 1:  # invariant: not inlier(lo), inlier(hi)
         mid = (lo + hi) // 2
-        if inlier(_key_float(mid)):
+        if inlier(key_float(mid)):
             hi = mid
         else:
             lo = mid
-    return _key_float(hi)
+    return key_float(hi)
 
 
 def predict(ensemble: Ensemble, X: np.ndarray, raw: bool = False) -> dict[str, np.ndarray]:
@@ -196,6 +248,8 @@ def predict(ensemble: Ensemble, X: np.ndarray, raw: bool = False) -> dict[str, n
         out["variable"] = np.exp(m)
     elif ensemble.link is Link.SIGMOID:
         out["variable"] = _expit(m)
+    elif ensemble.link is Link.SOFTPLUS:
+        out["variable"] = np.log1p(np.exp(m))
     else:
         out["variable"] = m
     return out

@@ -14,6 +14,7 @@ import numpy as np
 from tree2mat.errors import ModelFileError
 from tree2mat.ir.core import (
     Aggregation,
+    CategoryCodes,
     Comparison,
     Ensemble,
     LabelRule,
@@ -49,6 +50,17 @@ def ensemble_to_dict(ens: Ensemble) -> dict[str, Any]:
                 }
                 for node, vals, left in zip(t.cat_nodes, t.cat_values, t.cat_left)
             ]
+            if t.cat_other_left is not None:
+                for entry, other in zip(d["categorical"], t.cat_other_left):
+                    entry["other_left"] = bool(other)
+        if t.zero_missing.size:
+            d["zero_missing"] = t.zero_missing.tolist()
+        if t.is_linear:
+            d["linear"] = {
+                "const": t.linear_const.tolist(),  # type: ignore[union-attr]
+                "feature": t.linear_feature.tolist(),  # type: ignore[union-attr]
+                "coef": t.linear_coef.tolist(),  # type: ignore[union-attr]
+            }
         return d
 
     return {
@@ -75,6 +87,8 @@ def ensemble_to_dict(ens: Ensemble) -> dict[str, Any]:
         "accumulate_dtype": np.dtype(ens.accumulate_dtype).name,
         "missing_value": None if np.isnan(ens.missing_value) else ens.missing_value,
         "label_cutoff": ens.label_cutoff,
+        "zero_band": ens.zero_band,
+        "category_codes": ens.category_codes.value,
         "trees": [tree_dict(t) for t in ens.trees],
     }
 
@@ -94,7 +108,7 @@ def _array(value: Any, what: str, kind: str, ndim: int) -> np.ndarray:
     except (ValueError, OverflowError) as exc:
         raise ValueError(f"{what}: {exc}") from exc
     if arr.size == 0 and arr.ndim <= ndim:
-        return arr.reshape((0,) * ndim).astype({"i": np.int64, "f": np.float64, "b": bool}[kind])
+        return arr.reshape(arr.shape if arr.ndim == ndim else (0,) * ndim).astype({"i": np.int64, "f": np.float64, "b": bool}[kind])
     ok = {"i": arr.dtype.kind == "i", "f": arr.dtype.kind in "if", "b": arr.dtype.kind == "b"}[kind]
     if not ok or arr.ndim != ndim:
         name = {"i": "integers", "f": "numbers", "b": "true/false values"}[kind]
@@ -137,8 +151,11 @@ def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemb
             raise ValueError("source_dtype and accumulate_dtype must be 'float32' or 'float64'")
         missing = doc.get("missing_value")
         cutoff = doc.get("label_cutoff", 0.0)
-        if not (missing is None or isinstance(missing, (int, float))) or isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)):
-            raise ValueError("missing_value and label_cutoff must be numbers")
+        band = doc.get("zero_band", 0.0)
+        if not (missing is None or isinstance(missing, (int, float))) or any(
+            isinstance(v, bool) or not isinstance(v, (int, float)) for v in (cutoff, band)
+        ):
+            raise ValueError("missing_value, label_cutoff and zero_band must be numbers")
         flags = {k: doc.get(k, True) for k in ("accepts_nan", "accepts_inf")}
         if not all(isinstance(v, bool) for v in flags.values()):
             raise ValueError("accepts_nan and accepts_inf must be true or false")
@@ -168,6 +185,8 @@ def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemb
             accumulate_dtype=np.dtype(acc),
             missing_value=float("nan") if missing is None else float(missing),
             label_cutoff=float(cutoff),
+            zero_band=float(band),
+            category_codes=CategoryCodes(doc.get("category_codes", "exact")),
         ).validate()
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -188,6 +207,9 @@ def _tree_from_dict(d: Any, where: str) -> Tree:
     width = max((len(c["values"]) for c in cats), default=0)
     cat_values = np.full((len(cats), width), np.nan)
     cat_left = np.zeros((len(cats), width), bool)
+    others = [c.get("other_left") for c in cats]
+    if any(o is not None for o in others) and not all(isinstance(o, bool) for o in others):
+        raise ValueError(f"{where}.categorical: other_left must be given for every node, true or false")
     for i, c in enumerate(cats):
         vals = _array(c["values"], f"{where}.categorical[{i}].values", "f", 1)
         left = _array(c["left"], f"{where}.categorical[{i}].left", "b", 1)
@@ -195,7 +217,18 @@ def _tree_from_dict(d: Any, where: str) -> Tree:
             raise ValueError(f"{where}.categorical[{i}]: values and left differ in length")
         cat_values[i, : vals.size] = vals
         cat_left[i, : left.size] = left
+    linear = d.get("linear")
+    if linear is not None and not isinstance(linear, dict):
+        raise ValueError(f"{where}.linear must be an object")
+    lin = {} if linear is None else {
+        "linear_const": _array(linear["const"], f"{where}.linear.const", "f", 1),
+        "linear_feature": _array(linear["feature"], f"{where}.linear.feature", "i", 2),
+        "linear_coef": _array(linear["coef"], f"{where}.linear.coef", "f", 2),
+    }
     return Tree(
+        **lin,
+        cat_other_left=np.asarray(others, bool) if cats and others[0] is not None else None,
+        zero_missing=_array(d.get("zero_missing", []), f"{where}.zero_missing", "b", 1),
         feature=_array(d["feature"], f"{where}.feature", "i", 1),
         threshold=_array(d["threshold"], f"{where}.threshold", "f", 1),
         default_left=_array(d["default_left"], f"{where}.default_left", "b", 1),
