@@ -237,3 +237,13 @@ def test_refusals():
 
     with pytest.raises(UnsupportedModelError, match="custom objective"):
         tree2mat.load(lgb.LGBMRegressor(objective=objective, **SMALL).fit(XD, YD))
+
+
+@pytest.mark.parametrize("objective", ["binary", "multiclass", "regression"])
+def test_booster_objects(objective):
+    X, y = {"binary": (XB, YB), "multiclass": (XI, YI), "regression": (XD, YD)}[objective]
+    params = dict(objective=objective, num_leaves=15, min_data_in_leaf=5, verbose=-1, seed=0)
+    if objective == "multiclass":
+        params["num_class"] = 3
+    booster = lgb.train(params, lgb.Dataset(X, y), num_boost_round=10)
+    check(booster)
