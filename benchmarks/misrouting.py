@@ -37,10 +37,9 @@ import onnx
 import onnxruntime as ort
 
 import tree2mat
-from tree2mat.errors import Tree2MatError, UnsupportedModelError
+from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms import DEFAULT_FORM, FORMS
-from tree2mat.ir.build import tree_from_nodes
-from tree2mat.ir.core import Aggregation, Comparison, Ensemble, Link, Task
+from tree2mat.ir.core import Ensemble
 from tree2mat.verify import CHUNK_BYTES, run_graph, synthesize
 
 #: A row is wrong when a value differs by more than ``VALUE_RTOL * (1 + |reference|)``.
@@ -231,56 +230,9 @@ def rounded_library(model: Any) -> Any | None:
 # ------------------------------------------------------------------------------------ the rows
 
 
-def _lightgbm_rows_ensemble(model: Any) -> Ensemble:
-    """An IR of a LightGBM model built from ``dump_model()`` for row synthesis only (thresholds,
-    features, category sets, default directions); used while tree2mat has no LightGBM frontend.
-    Its leaf values and link are not used."""
-    dump = model.booster_.dump_model()
-    trees = []
-    for t, info in enumerate(dump["tree_info"]):
-        left, right, leaf, feature, threshold, default_left, values = [], [], [], [], [], [], []
-        cats: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-        def visit(node: dict) -> int:
-            k = len(leaf)
-            for column in (left, right, feature, threshold, default_left, values):
-                column.append(0)
-            leaf.append("split_feature" not in node)
-            if leaf[k]:
-                values[k] = float(node.get("leaf_value", 0.0))
-                return k
-            feature[k] = int(node["split_feature"])
-            default_left[k] = bool(node["default_left"])
-            if node["decision_type"] == "==":
-                members = np.asarray([float(v) for v in str(node["threshold"]).split("||")])
-                cats[k] = (members, np.ones(members.size, bool))
-            else:
-                threshold[k] = float(node["threshold"])
-            left[k] = visit(node["left_child"])
-            right[k] = visit(node["right_child"])
-            return k
-
-        visit(info["tree_structure"])
-        trees.append(tree_from_nodes(
-            np.asarray(left), np.asarray(right), np.asarray(leaf), np.asarray(feature), np.asarray(threshold, np.float64),
-            np.asarray(default_left, bool), np.asarray(values, np.float64), categories=cats, where=f"tree {t}",
-        ))
-    return Ensemble(
-        trees=tuple(trees), n_features=int(dump["max_feature_idx"]) + 1, n_outputs=1,
-        output_index=np.zeros(len(trees), np.int64), comparison=Comparison.LE, source_dtype=np.dtype(np.float64),
-        aggregation=Aggregation.SUM, base_score=np.zeros(1), link=Link.IDENTITY, task=Task.REGRESSION,
-        source="lightgbm (benchmark row-synthesis adapter)",
-    ).validate()
-
-
 def rows_ensemble(model: Any) -> tuple[Ensemble, str]:
     """The IR that drives row synthesis, and where it came from."""
-    try:
-        return tree2mat.load(model), "tree2mat.load"
-    except Tree2MatError as exc:
-        if _library(model) != "lightgbm":
-            raise
-        return _lightgbm_rows_ensemble(model), f"benchmark dump_model() adapter (tree2mat.load: {_error(exc, 120)})"
+    return tree2mat.load(model), "tree2mat.load"
 
 
 def make_rows(
