@@ -22,21 +22,33 @@ pytestmark = [
 ]
 
 X, Y = load_breast_cancer(return_X_y=True)
-MODELS = [
-    RandomForestClassifier(n_estimators=20, random_state=0).fit(X, Y),
-    HistGradientBoostingClassifier(max_iter=30, random_state=0).fit(X, Y),
-]
+X_CAT = np.c_[X[:, :5], np.random.default_rng(0).integers(0, 12, X.shape[0])]
+EXACT = [name for name, spec in tree2mat.FORMS.items() if spec.exact]
+# Fitted only where the tests run (a GPU machine): every graph feature (NaN, categorical codes,
+# the zero band, missing type Zero, linear leaves) on the device.
+MODELS = {
+    "forest": lambda: RandomForestClassifier(n_estimators=20, random_state=0).fit(X, Y),
+    "hist": lambda: HistGradientBoostingClassifier(max_iter=30, random_state=0).fit(X, Y),
+    "lightgbm categorical zero": lambda: __import__("lightgbm").LGBMClassifier(
+        n_estimators=20, zero_as_missing=True, verbose=-1).fit(X_CAT, Y, categorical_feature=[5]),
+    "lightgbm linear": lambda: __import__("lightgbm").LGBMRegressor(n_estimators=10, linear_tree=True, verbose=-1).fit(X, Y),
+    "xgboost missing": lambda: __import__("xgboost").XGBClassifier(n_estimators=20, missing=0.0).fit(X, Y),
+}
 
 
-@pytest.mark.parametrize("model", MODELS, ids=["forest", "hist"])
-def test_verify_on_cuda(model):
-    report = tree2mat.verify(model, tree2mat.convert(model), device="cuda")
+@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("name", list(MODELS))
+def test_verify_on_cuda(name, form):
+    model = MODELS[name]()
+    report = tree2mat.verify(model, tree2mat.convert(model, form=form), device="cuda")
     assert report.passed, report.summary()
 
 
-@pytest.mark.parametrize("model", MODELS, ids=["forest", "hist"])
-def test_no_cpu_fallback_and_same_leaves_as_cpu(model):
-    onx = tree2mat.convert(model, leaves=True)
+@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("name", list(MODELS))
+def test_no_cpu_fallback_and_same_leaves_as_cpu(name, form):
+    model = MODELS[name]()
+    onx = tree2mat.convert(model, leaves=True, form=form)
     opts = ort.SessionOptions()
     opts.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     cuda = ort.InferenceSession(onx.SerializeToString(), opts, providers=["CUDAExecutionProvider"])

@@ -24,6 +24,7 @@ from tree2mat.ir.thresholds import float32_neighbours, graph_thresholds
 from conftest import assert_standard_graph, run_onnx
 
 N_FEATURES = 3
+EXACT_FORMS = [name for name, spec in tree2mat.FORMS.items() if spec.exact]
 POOL = [0.0, 1.0, -2.5, 0.1, 1e-40, 3.4e38, np.inf, -np.inf, 16777217.0, 0.30000000000000004,
         1e-35, -1e-35, 1.0000000180025095e-35, -1.0000000180025095e-35]
 
@@ -103,19 +104,20 @@ def _rows(ens: Ensemble, rng: np.random.Generator, dtype) -> np.ndarray:
     return rng.choice(values, size=(400, N_FEATURES))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(ens=random_ensemble(), seed=st.integers(0, 2**32 - 1), dtype=st.sampled_from(["float32", "float64"]))
-def test_graph_leaves_equal_reference_leaves(ens, seed, dtype):
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(ens=random_ensemble(), seed=st.integers(0, 2**32 - 1), dtype=st.sampled_from(["float32", "float64"]),
+       form=st.sampled_from(EXACT_FORMS))
+def test_graph_leaves_equal_reference_leaves(ens, seed, dtype, form):
     X = _rows(ens, np.random.default_rng(seed), dtype)
-    onx = tree2mat.convert(ens, dtype=dtype, leaves=True)
+    onx = tree2mat.convert(ens, dtype=dtype, leaves=True, form=form)
     got = run_onnx(onx, X)["leaves"]
     np.testing.assert_array_equal(got, apply(ens, X))
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ens=random_ensemble())
-def test_graph_is_standard_for_random_trees(ens):
-    assert_standard_graph(tree2mat.convert(ens, leaves=True))
+@given(ens=random_ensemble(), form=st.sampled_from(EXACT_FORMS))
+def test_graph_is_standard_for_random_trees(ens, form):
+    assert_standard_graph(tree2mat.convert(ens, leaves=True, form=form))
 
 
 @settings(max_examples=300, deadline=None)
@@ -142,9 +144,10 @@ def test_float32_threshold_rule_for_less_than(t, x):
         assert (v32 < np.float32(t)) == (v32 <= tg)
 
 
+@pytest.mark.parametrize("form", EXACT_FORMS)
 @pytest.mark.parametrize("depth", [0, 1, 20])
 @pytest.mark.parametrize("side", ["left", "right", "zigzag"])
-def test_single_leaf_and_depth_20_spines(depth, side):
+def test_single_leaf_and_depth_20_spines(depth, side, form):
     """The extremes the random trees reach only by chance: a single leaf, and spines of depth 20
     with repeated thresholds, NaN going either way."""
     n = 2 * depth + 1
@@ -166,4 +169,4 @@ def test_single_leaf_and_depth_20_spines(depth, side):
     ).validate()
     assert int(tree.leaf_depths().max(initial=0)) == depth
     X = _rows(ens, np.random.default_rng(depth), "float32")
-    np.testing.assert_array_equal(run_onnx(tree2mat.convert(ens, leaves=True), X)["leaves"], apply(ens, X))
+    np.testing.assert_array_equal(run_onnx(tree2mat.convert(ens, leaves=True, form=form), X)["leaves"], apply(ens, X))

@@ -48,12 +48,13 @@ def test_inspect_text_shows_template(capsys):
     assert "v5     1  0 -1  0  0" in text and "n4     0  1  0  0" in text
 
 
-def test_worked_inputs_reach_the_papers_leaves():
+@pytest.mark.parametrize("form", [name for name, spec in tree2mat.FORMS.items() if spec.exact])
+def test_worked_inputs_reach_the_papers_leaves(form):
     # x = (2,1,2,2) -> v5 and x = (1,1,2,3) -> v1 (leaf values 1..6 stand for v1..v6).
     ens = tree2mat.load(FIXTURE)
     X = np.asarray([[2, 1, 2, 2], [1, 1, 2, 3]], np.float32)
     np.testing.assert_array_equal(apply(ens, X)[:, 0], [4, 0])
-    onx = tree2mat.convert(FIXTURE, leaves=True)
+    onx = tree2mat.convert(FIXTURE, leaves=True, form=form)
     assert_standard_graph(onx)
     got = run_onnx(onx, X)
     np.testing.assert_array_equal(got["leaves"][:, 0], [4, 0])

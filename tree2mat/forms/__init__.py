@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from tree2mat.forms import sign
+from tree2mat.forms import _exact, bitvector, sign
 from tree2mat.forms._graph import DEFAULT_OPSET, MIN_OPSET, GraphOptions
 from tree2mat.ir.core import Ensemble
 
@@ -30,8 +30,16 @@ FORMS: dict[str, FormSpec] = {
             build=sign.build,
             exact=True,
             summary="Decision Machines eq. 5: ArgMax(B sgn(Sx - t) - depth), all trees in one MatMul",
-            constant_bytes=sign.constant_bytes,
-            bytes_per_row=sign.bytes_per_row,
+            constant_bytes=_exact.dense_constant_bytes,
+            bytes_per_row=_exact.dense_bytes_per_row,
+        ),
+        FormSpec(
+            name="bitvector",
+            build=bitvector.build,
+            exact=True,
+            summary="QuickScorer as a matrix (Rethink Traversal Alg. 2): leftmost ArgMax(Q z), all trees in one MatMul",
+            constant_bytes=_exact.dense_constant_bytes,
+            bytes_per_row=_exact.dense_bytes_per_row,
         ),
     )
 }

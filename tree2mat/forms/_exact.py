@@ -1,0 +1,66 @@
+"""The skeleton every exact form shares: decision bits in, exit leaf out, then leaf values and
+the head. A form supplies only how the exit leaf is found from the decision bits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+
+from tree2mat.forms import _heads, _layout
+from tree2mat.forms._graph import GraphBuilder, GraphOptions, tensor_info
+from tree2mat.ir.core import Ensemble
+
+#: ``exit_leaf(g, ens, st, left)``: from the decision bits ``left`` (bool [N, T * I], True where
+#: the node's test holds) to the leaf ids [T, N] int64, named ``_layout.LEAF_TENSOR``.
+ExitLeaf = Callable[[GraphBuilder, Ensemble, _layout.Stacked, str], str]
+
+
+def padded_matrices(ens: Ensemble, st: _layout.Stacked, matrix: Callable, pad_row: float) -> np.ndarray:
+    """A per-tree [L, I] matrix of the papers stacked and transposed, float32 [T, I, L]; padding
+    leaves get ``pad_row`` everywhere, padding nodes 0."""
+    out = np.zeros((st.n_trees, st.n_internal, st.n_leaves), np.float32)
+    for t, tree in enumerate(ens.trees):
+        out[t, :, tree.n_leaves :] = pad_row
+        out[t, : tree.n_internal, : tree.n_leaves] = matrix(tree).T
+    return out
+
+
+def dense_constant_bytes(ens: Ensemble) -> int:
+    """Bytes of a dense form's large constants (one [T, I, L] float32 matrix and the leaf
+    values), without building them."""
+    T = ens.n_trees
+    I = max(1, max(t.n_internal for t in ens.trees))
+    L = max(t.n_leaves for t in ens.trees)
+    return T * I * L * 4 + T * L * ens.n_outputs * 8
+
+
+def dense_bytes_per_row(ens: Ensemble) -> int:
+    """Runtime memory per input row of a dense form's largest intermediates."""
+    T = ens.n_trees
+    I = max(1, max(t.n_internal for t in ens.trees))
+    L = max(t.n_leaves for t in ens.trees)
+    return T * (I * 4 * 3 + L * 4 * 2 + ens.n_outputs * 8) + _layout.categorical_bytes_per_row(ens)
+
+
+def trees_first(g: GraphBuilder, st: _layout.Stacked, bits: str, hint: str) -> str:
+    """A per-node tensor [N, T * I] as [T, N, I] (one matrix per tree for a batched MatMul)."""
+    shape = g.const(np.asarray([0, st.n_trees, st.n_internal], np.int64), f"{hint}_shape")
+    return g.op("Transpose", [g.op("Reshape", [bits, shape], f"{hint}_rows")], f"{hint}_trees", perm=[1, 0, 2])
+
+
+def build(ens: Ensemble, opts: GraphOptions, name: str, exit_leaf: ExitLeaf) -> onnx.ModelProto:
+    _layout.check_size(f"dense {name} layout", dense_constant_bytes(ens))
+    st = _layout.stack(ens, opts.dtype)
+    g = GraphBuilder(opts.opset)
+    x = _layout.compared_input(g, ens, opts)
+    left = _layout.decision_bits(g, ens, st, x)
+    leaf = exit_leaf(g, ens, st, left)
+    m = _layout.leaf_margin(g, ens, st, leaf, x)
+    outputs = _heads.emit(g, ens, m, opts)
+    if opts.leaves:
+        _layout.leaves_output(g, leaf)
+        outputs.append(tensor_info("leaves", np.int64, ["N", ens.n_trees]))
+    inputs = [tensor_info("input", opts.dtype, ["N", ens.n_features])]
+    return g.model(inputs, outputs, doc=f"tree2mat {name} form of {ens.source}", metadata={})
