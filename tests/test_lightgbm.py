@@ -6,6 +6,7 @@ importable, and malformed files."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 
 import joblib
@@ -214,6 +215,11 @@ def _text(**kw) -> str:
         (lambda s: s.replace("objective=binary", "objective=custom", 1), UnsupportedModelError, "'custom' is not supported"),
         (lambda s: s.replace("objective=binary sigmoid:1", "objective=binary sigmoid:2", 1), UnsupportedModelError, "sigmoid"),
         (lambda s: s.replace("Tree=1", "Tree=7", 1), ModelFileError, "expected Tree=1"),
+        # Python's float() and int() accept these, LightGBM reads them differently: refused.
+        (lambda s: re.sub(r"^threshold=\S+", "threshold=1_000", s, count=1, flags=re.M), ModelFileError, "is not a number"),
+        (lambda s: re.sub(r"^split_feature=\S+", "split_feature=\u0661", s, count=1, flags=re.M), ModelFileError, "is not a number"),
+        (lambda s: re.sub(r"tree_sizes=(\d+)", lambda m: f"tree_sizes={int(m.group(1)) + 1}", s, count=1), ModelFileError, "tree_sizes"),
+        (lambda s: s.replace("feature_names=", "feature_names=extra ", 1), ModelFileError, "feature_names"),
         (lambda s: s.replace("max_feature_idx=29", "max_feature_idx=x", 1), ModelFileError, "max_feature_idx"),
     ],
 )
@@ -247,3 +253,43 @@ def test_booster_objects(objective):
         params["num_class"] = 3
     booster = lgb.train(params, lgb.Dataset(X, y), num_boost_round=10)
     check(booster)
+
+
+@pytest.mark.parametrize("objective", ["multiclass", "multiclassova"])
+def test_linear_trees_with_several_classes(objective):
+    check(lgb.LGBMClassifier(objective=objective, linear_tree=True, **SMALL).fit(XI, YI))
+
+
+def test_linear_model_without_linear_terms():
+    """LightGBM fits no linear terms in the first tree: a one-tree linear model has none at all,
+    and its leaves output their constants."""
+    model = lgb.LGBMRegressor(linear_tree=True, **{**SMALL, "n_estimators": 1}).fit(XD, YD)
+    check(model)
+
+
+def test_sigmoid_plateau_ties_break_like_lightgbm(tmp_path):
+    """One-vs-all probabilities are exactly 1 for margins above ~36.7: with margins [40, 50, 0]
+    LightGBM's argmax picks class 0, not the larger margin's class 1."""
+    model = lgb.LGBMClassifier(objective="multiclassova", **{**SMALL, "n_estimators": 1}).fit(XI, YI)
+    text = re.sub(r"^tree_sizes=.*\n", "", model.booster_.model_to_string(), flags=re.M)
+    values = iter(["40", "50", "0"])
+    text = re.sub(r"^leaf_value=(.*)$", lambda m: "leaf_value=" + " ".join([next(values)] * len(m.group(1).split())), text, flags=re.M)
+    path = tmp_path / "ova.txt"
+    path.write_text(text)
+    assert np.array_equal(lgb.Booster(model_file=path).predict(XI[:1]), [[1.0, 1.0, 0.5]])
+    report = tree2mat.verify(path, tree2mat.convert(path))
+    assert report.passed and not report.notes, report.summary()
+    assert tree2mat.verify(path, tree2mat.convert(path, form="bitvector")).passed
+
+
+@pytest.mark.parametrize("cls,objective", [(lgb.LGBMClassifier, "cross_entropy"), (lgb.LGBMRegressor, "binary")])
+def test_wrapper_decides_the_outputs(cls, objective):
+    model = cls(objective=objective, **SMALL).fit(XB, YB)
+    assert tree2mat.load(model).task.value == ("classification" if cls is lgb.LGBMClassifier else "regression")
+    check(model)
+
+
+def test_integral_float_labels_are_integers():
+    model = lgb.LGBMClassifier(**SMALL).fit(XI, YI.astype(float))
+    assert tree2mat.load(model).classes[0].dtype == np.int64
+    check(model)

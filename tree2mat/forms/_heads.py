@@ -15,7 +15,7 @@ import onnx
 
 from tree2mat.forms._graph import ONNX_TYPE, GraphBuilder, GraphOptions, tensor_info
 from tree2mat.ir.core import BINARY_LINKS, Ensemble, LabelRule, Link, Task
-from tree2mat.ir.evaluate import isolation_cutoff
+from tree2mat.ir.evaluate import isolation_cutoff, sigmoid_plateaus
 
 
 def label_dtype(classes: tuple[np.ndarray, ...]) -> str:
@@ -32,7 +32,7 @@ def _labels(g: GraphBuilder, ens: Ensemble, m: str) -> str:
         if binary:
             idx = g.op("Squeeze", [index, g.const(np.asarray([1], np.int64), "squeeze_axis")], "class_index")
         else:
-            idx = g.op("ArgMax", [m], "class_index", axis=1, keepdims=0)
+            idx = g.op("ArgMax", [_argmax_key(g, ens, m)], "class_index", axis=1, keepdims=0)
         return g.op("Gather", [g.const(ens.classes[0], "classes"), idx], out="label", axis=0)
     cols, start = [], 0
     for j, classes in enumerate(ens.classes):
@@ -44,6 +44,23 @@ def _labels(g: GraphBuilder, ens: Ensemble, m: str) -> str:
         cols.append(g.op("Gather", [g.const(classes, f"classes{j}"), idx], f"label{j}", axis=0))
         start += len(classes)
     return g.op("Concat", cols, out="label", axis=1)
+
+
+def _argmax_key(g: GraphBuilder, ens: Ensemble, m: str) -> str:
+    """The graph's :func:`tree2mat.ir.evaluate.argmax_key` (softmax and sigmoid links have a
+    single output group)."""
+    inf = g.const(np.float64(np.inf), "inf_f64")
+    if ens.link is Link.SIGMOID:
+        low, high = sigmoid_plateaus()
+        clipped = g.op("Min", [g.op("Max", [m, g.const(np.float64(low), "sigmoid_low")], "key_low"),
+                               g.const(np.float64(high), "sigmoid_high")], "key_clipped")
+        return g.op("Where", [g.op("IsNaN", [m], "margin_isnan"), inf, clipped], "argmax_key")
+    if ens.link is Link.SOFTMAX:
+        bad = g.op("Or", [g.op("IsNaN", [m], "margin_isnan"), g.op("IsInf", [m], "margin_isposinf", detect_negative=0)], "margin_bad")
+        count = g.reduce_sum(g.op("Cast", [bad], "margin_bad_f", to=onnx.TensorProto.FLOAT), [1], keepdims=True, hint="margin_bad_count")
+        row_bad = g.op("Greater", [count, g.const(np.float32(0), "zero_f32_key")], "row_bad")
+        return g.op("Where", [row_bad, inf, m], "argmax_key")
+    return m
 
 
 def _positive(g: GraphBuilder, link: Link, m: str) -> str:

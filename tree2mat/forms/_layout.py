@@ -105,6 +105,8 @@ def _linear(ens: Ensemble, L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] 
     linear leaves gets its plain values as constants and no terms."""
     if not any(t.is_linear for t in ens.trees):
         return None
+    if np.any(ens.base_score):  # linear outputs are not folded with a base score (LightGBM has none)
+        raise UnsupportedModelError("linear leaves with a nonzero base score are not supported")
     P = max(t.linear_feature.shape[1] for t in ens.trees if t.is_linear)  # type: ignore[union-attr]
     T = ens.n_trees
     const = np.zeros(T * L)
@@ -259,34 +261,44 @@ def _category_codes(g: GraphBuilder, rule: CategoryCodes, x: str, dtype: np.dtyp
     return g.op("Where", [invalid, minus1, floor], "cat_code_x")
 
 
-def _linear_values(g: GraphBuilder, st: Stacked, gidx: str, vals: str, x: str) -> str:
-    """Tree outputs [T, N, 1] with linear leaves: constant plus coefficient times feature, added
-    term by term in float64 as LightGBM does; the plain value where a used feature is NaN."""
+def _linear_values(g: GraphBuilder, ens: Ensemble, st: Stacked, gidx: str, vals: str, x: str) -> str:
+    """Tree outputs [T, N, K] with linear leaves: constant plus coefficient times feature, added
+    term by term in float64 as LightGBM does; the plain value where a used feature is NaN. Each
+    tree's output lands in its own column (``output_index``)."""
     assert st.linear is not None
     const, feature, coef = st.linear
     P = feature.shape[1]
-    x64 = x if st.threshold.dtype == np.float64 else g.op("Cast", [x], "x_f64", to=11)
-    # Per tree and row, the leaf's feature ids [N, T * P] and the values there (GatherElements).
-    feats = g.op("Gather", [g.const(np.maximum(feature, 0), "linear_feature"), gidx], "lin_feat", axis=0)
-    used = g.op("Gather", [g.const(feature >= 0, "linear_used"), gidx], "lin_used", axis=0)
-    coefs = g.op("Gather", [g.const(coef, "linear_coef"), gidx], "lin_coef", axis=0)
-    rows_first = g.op("Transpose", [feats], "lin_feat_rows", perm=[1, 0, 2])
-    flat = g.op("Reshape", [rows_first, g.const(np.asarray([0, -1], np.int64), "lin_flat_shape")], "lin_feat_flat")
-    xs = g.op("GatherElements", [x64, flat], "lin_x_flat", axis=1)
-    shape = g.const(np.asarray([0, st.n_trees, P], np.int64), "lin_shape")
-    xs = g.op("Transpose", [g.op("Reshape", [xs, shape], "lin_x_rows")], "lin_x", perm=[1, 0, 2])
-    nan = g.op("And", [used, g.op("IsNaN", [xs], "lin_isnan")], "lin_nan")
-    n_nan = g.reduce_sum(g.op("Cast", [nan], "lin_nan_f", to=1), [2], keepdims=False, hint="lin_nan_count")
-    any_nan = g.op("Greater", [n_nan, g.const(np.float32(0), "lin_zero_f32")], "lin_nan_any")
-    terms = g.op("Where", [used, g.op("Mul", [xs, coefs], "lin_prod"), g.const(np.float64(0), "lin_zero")], "lin_terms")
-    out = g.op("Gather", [g.const(const, "linear_const"), gidx], "lin_acc", axis=0)
-    squeeze = g.const(np.asarray([2], np.int64), "lin_squeeze")
-    for p in range(P):  # in order, one addition at a time
-        term = g.op("Gather", [terms, g.const(np.asarray([p], np.int64), f"lin_p{p}")], f"lin_term{p}", axis=2)
-        out = g.op("Add", [out, g.op("Squeeze", [term, squeeze], f"lin_term{p}_2d")], f"lin_acc{p}")
-    plain = g.op("Squeeze", [vals, squeeze], "lin_plain")
-    chosen = g.op("Where", [any_nan, plain, out], "lin_value")
-    return g.unsqueeze(g.op("Cast", [chosen], "lin_value_acc", to=1 if st.values.dtype == np.float32 else 11), [2], "tree_values_linear")
+    out = g.op("Gather", [g.const(const, "linear_const"), gidx], "lin_acc", axis=0)  # [T, N]
+    if P:
+        x64 = x if st.threshold.dtype == np.float64 else g.op("Cast", [x], "x_f64", to=11)
+        # Per tree and row, the leaf's feature ids [N, T * P] and the values there (GatherElements).
+        feats = g.op("Gather", [g.const(np.maximum(feature, 0), "linear_feature"), gidx], "lin_feat", axis=0)
+        used = g.op("Gather", [g.const(feature >= 0, "linear_used"), gidx], "lin_used", axis=0)
+        coefs = g.op("Gather", [g.const(coef, "linear_coef"), gidx], "lin_coef", axis=0)
+        rows_first = g.op("Transpose", [feats], "lin_feat_rows", perm=[1, 0, 2])
+        flat = g.op("Reshape", [rows_first, g.const(np.asarray([0, -1], np.int64), "lin_flat_shape")], "lin_feat_flat")
+        xs = g.op("GatherElements", [x64, flat], "lin_x_flat", axis=1)
+        shape = g.const(np.asarray([-1, st.n_trees, P], np.int64), "lin_shape")
+        xs = g.op("Transpose", [g.op("Reshape", [xs, shape], "lin_x_rows")], "lin_x", perm=[1, 0, 2])
+        nan = g.op("And", [used, g.op("IsNaN", [xs], "lin_isnan")], "lin_nan")
+        n_nan = g.reduce_sum(g.op("Cast", [nan], "lin_nan_f", to=1), [2], keepdims=False, hint="lin_nan_count")
+        any_nan = g.op("Greater", [n_nan, g.const(np.float32(0), "lin_zero_f32")], "lin_nan_any")
+        terms = g.op("Where", [used, g.op("Mul", [xs, coefs], "lin_prod"), g.const(np.float64(0), "lin_zero")], "lin_terms")
+        squeeze = g.const(np.asarray([2], np.int64), "lin_squeeze")
+        for p in range(P):  # in order, one addition at a time
+            term = g.op("Gather", [terms, g.const(np.asarray([p], np.int64), f"lin_p{p}")], f"lin_term{p}", axis=2)
+            out = g.op("Add", [out, g.op("Squeeze", [term, squeeze], f"lin_term{p}_2d")], f"lin_acc{p}")
+        # The plain value: the tree's one nonzero column (adding zeros is exact).
+        plain = g.reduce_sum(vals, [2], keepdims=False, hint="lin_plain")
+        out = g.op("Where", [any_nan, plain, out], "lin_value")
+    out = g.unsqueeze(g.op("Cast", [out], "lin_value_acc", to=1 if st.values.dtype == np.float32 else 11), [2], "lin_value3")
+    columns = np.zeros((st.n_trees, 1, ens.n_outputs), bool)
+    for t, k in enumerate(ens.output_index):
+        columns[t, 0, :] = k == -1
+        if k >= 0:
+            columns[t, 0, k] = True
+    zero = g.const(st.values.dtype.type(0), "lin_zero_acc")
+    return g.op("Where", [g.const(columns, "lin_columns"), out, zero], "tree_values_linear")
 
 
 def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str, x: str) -> str:
@@ -297,7 +309,7 @@ def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str, x: str) 
     gidx = g.op("Add", [leaf, g.const(offsets, "leaf_offset")], "leaf_global")
     vals = g.op("Gather", [g.const(st.values, "leaf_values"), gidx], "tree_values", axis=0)
     if st.linear is not None:
-        vals = _linear_values(g, st, gidx, vals, x)
+        vals = _linear_values(g, ens, st, gidx, vals, x)
     total = g.reduce_sum(vals, [0], keepdims=False, hint="margin_sum")
     acc = st.values.dtype
     if ens.aggregation is Aggregation.MEAN:

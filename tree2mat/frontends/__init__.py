@@ -78,7 +78,10 @@ def library_model(path: Any, ens: Ensemble) -> Any:
             import lightgbm
         except ImportError:
             return None
-        return lightgbm.Booster(model_file=str(path))
+        try:
+            return lightgbm.Booster(model_file=str(path))
+        except lightgbm.basic.LightGBMError as exc:  # tree2mat read it, LightGBM cannot: refuse
+            raise ModelFileError(f"{path}: LightGBM itself cannot load this model text: {exc}") from exc
     if not ens.source.startswith("xgboost"):
         return None
     try:

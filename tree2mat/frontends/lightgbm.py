@@ -14,6 +14,7 @@ divides by the number of iterations.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tree2mat.errors import ModelFileError, UnsupportedModelError
-from tree2mat.frontends._support import SupportRow
+from tree2mat.frontends._support import SupportRow, normalize_classes
 from tree2mat.ir.build import tree_from_nodes
 from tree2mat.ir.core import (
     Aggregation,
@@ -37,6 +38,9 @@ from tree2mat.ir.evaluate import float_key, key_float
 
 #: LightGBM's kZeroThreshold (a float32 1e-35, compared in float64).
 ZERO_THRESHOLD = float(np.float32(1e-35))
+#: Largest category bitsets read (words of 32 categories per tree): LightGBM's own splits stay far
+#: below (max_cat_threshold), and the graph's categorical tables grow with the categories.
+MAX_BITSET_WORDS = 2048
 _CATEGORICAL, _DEFAULT_LEFT = 1, 2
 _MISSING_NONE, _MISSING_ZERO, _MISSING_NAN = 0, 1, 2
 
@@ -77,24 +81,32 @@ class ModelText:
     header: dict[str, str]
     trees: list[dict[str, str]]
     name: str
+    block_sizes: list[int]  # characters of each "Tree=" block, as tree_sizes counts them
 
 
 def parse_text(text: str, name: str = "LightGBM model") -> ModelText:
-    """Split a model text into its header and per-tree ``key=value`` blocks (strictly)."""
-    lines = text.splitlines()
+    """Split a model text into its header and per-tree ``key=value`` blocks (strictly). LightGBM
+    itself finds the tree blocks by ``tree_sizes``; a file whose blocks do not have those sizes
+    would read differently there, so it is refused."""
+    lines = text.splitlines(keepends=True)
     if not lines or lines[0].strip() != "tree":
         raise ModelFileError(f"{name}: not a LightGBM model text (first line is not 'tree')")
     header: dict[str, str] = {}
     trees: list[dict[str, str]] = []
+    starts: list[int] = []  # character offset of each Tree= line, then of "end of trees"
     current = header
+    offset = len(lines[0])
     for number, raw in enumerate(lines[1:], start=2):
         line = raw.strip()
+        offset += len(raw)
         if line == "end of trees":
+            starts.append(offset - len(raw))
             break
         if not line:
             continue
         key, sep, value = line.partition("=")
         if key == "Tree":
+            starts.append(offset - len(raw))
             if value != str(len(trees)):
                 raise ModelFileError(f"{name}: line {number}: expected Tree={len(trees)}, found {line[:40]!r}")
             current = {}
@@ -104,10 +116,23 @@ def parse_text(text: str, name: str = "LightGBM model") -> ModelText:
         elif current is header:
             header[key] = ""  # flags such as average_output
         else:
-            raise ModelFileError(f"{name}: line {number}: expected key=value, found {line[:40]!r}")
+            raise ModelFileError(
+                f"{name}: line {number}: expected key=value or 'end of trees', found {line[:40]!r}"
+            )
     else:
         raise ModelFileError(f"{name}: truncated LightGBM model text (no 'end of trees')")
-    return ModelText(header, trees, name)
+    return ModelText(header, trees, name, [b - a for a, b in zip(starts, starts[1:])])
+
+
+def _check_tree_sizes(model: ModelText) -> None:
+    """LightGBM finds the tree blocks by ``tree_sizes``: a file whose blocks have other sizes
+    reads differently there, so it is refused (after the blocks themselves parsed)."""
+    sizes = model.header.get("tree_sizes")
+    if sizes is not None and sizes.split() != [str(n) for n in model.block_sizes]:
+        raise ModelFileError(
+            f"{model.name}: ill-formed LightGBM model: tree_sizes does not match the tree blocks "
+            "(LightGBM reads the trees by these sizes)"
+        )
 
 
 def _get(block: dict[str, str], key: str, where: str) -> str:
@@ -116,21 +141,28 @@ def _get(block: dict[str, str], key: str, where: str) -> str:
     return block[key]
 
 
+#: Numbers as LightGBM writes and reads them (ASCII only: Python alone would also take "1_000"
+#: or non-ASCII digits, which LightGBM reads differently).
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|nan)", re.IGNORECASE)
+
+
 def _int(block: dict[str, str], key: str, where: str) -> int:
-    try:
-        return int(_get(block, key, where))
-    except ValueError as exc:
-        raise ModelFileError(f"{where}: ill-formed LightGBM model: {key} is not an integer") from exc
+    value = _get(block, key, where)
+    if not _INT.fullmatch(value) or len(value) > 18:
+        raise ModelFileError(f"{where}: ill-formed LightGBM model: {key} is not an integer")
+    return int(value)
 
 
 def _numbers(block: dict[str, str], key: str, where: str, n: int, dtype: type) -> np.ndarray:
     text = _get(block, key, where).split()
     if len(text) != n:
         raise ModelFileError(f"{where}: ill-formed LightGBM model: {key} has {len(text)} values, expected {n}")
-    try:
-        return np.asarray([dtype(v) for v in text], np.int64 if dtype is int else np.float64)
-    except (ValueError, OverflowError) as exc:
-        raise ModelFileError(f"{where}: ill-formed LightGBM model: {key}: {exc}") from exc
+    pattern = _INT if dtype is int else _FLOAT
+    bad = next((v for v in text if not pattern.fullmatch(v) or (dtype is int and len(v) > 18)), None)
+    if bad is not None:
+        raise ModelFileError(f"{where}: ill-formed LightGBM model: {key}: {bad[:30]!r} is not a number")
+    return np.asarray([dtype(v) for v in text], np.int64 if dtype is int else np.float64)
 
 
 def _bitset_values(words: np.ndarray) -> np.ndarray:
@@ -219,6 +251,11 @@ def _categories(block: dict[str, str], where: str, threshold: np.ndarray, is_cat
     bounds = _numbers(block, "cat_boundaries", where, n_cat + 1, int)
     if bounds[0] != 0 or np.any(np.diff(bounds) < 0):
         raise ModelFileError(f"{where}: ill-formed LightGBM model: cat_boundaries must rise from 0")
+    if bounds[-1] > MAX_BITSET_WORDS:
+        raise UnsupportedModelError(
+            f"{where}: categorical bitsets of {bounds[-1]} words ({32 * bounds[-1]} categories); "
+            f"at most {MAX_BITSET_WORDS} words are supported"
+        )
     words = _numbers(block, "cat_threshold", where, int(bounds[-1]), int)
     if np.any((words < 0) | (words >= 2**32)):
         raise ModelFileError(f"{where}: ill-formed LightGBM model: cat_threshold words must be uint32")
@@ -267,42 +304,60 @@ def _objective(spec: str, name: str) -> tuple[str, Objective, dict[str, str]]:
     if "sqrt" in params:
         raise UnsupportedModelError(f"{name}: LightGBM objective {kind!r} with reg_sqrt is not supported")
     sigmoid = params.get("sigmoid", "1")
-    if kind in ("binary", "multiclassova") and sigmoid not in ("1", "1.0"):
+    if kind in ("binary", "multiclassova") and not (_FLOAT.fullmatch(sigmoid) and float(sigmoid) == 1.0):
         raise UnsupportedModelError(f"{name}: LightGBM {kind} with sigmoid {sigmoid} (not 1) is not supported")
     return kind, OBJECTIVES[kind], params
 
 
-def from_text(text: str, name: str = "LightGBM model", classes: np.ndarray | None = None) -> Ensemble:
-    """The IR of a LightGBM model text."""
+def _as_wrapper(kind: str, obj: Objective, wrapper: str | None, name: str) -> Objective:
+    """What the sklearn wrapper makes of the objective: LGBMClassifier reads cross_entropy's
+    probability as the positive class's, LGBMRegressor returns binary's probability as a value."""
+    if wrapper == "LGBMClassifier" and obj.task is not Task.CLASSIFICATION:
+        if kind == "cross_entropy":
+            return OBJECTIVES["binary"]
+        raise UnsupportedModelError(f"{name}: LGBMClassifier with the {kind!r} objective is not supported")
+    if wrapper in ("LGBMRegressor", "LGBMRanker") and obj.task is Task.CLASSIFICATION:
+        if kind == "binary":
+            return OBJECTIVES["cross_entropy"]
+        raise UnsupportedModelError(f"{name}: {wrapper} with the {kind!r} objective is not supported")
+    return obj
+
+
+def from_text(
+    text: str, name: str = "LightGBM model", classes: np.ndarray | None = None, wrapper: str | None = None
+) -> Ensemble:
+    """The IR of a LightGBM model text; ``wrapper``: the sklearn class that holds it, if any."""
     model = parse_text(text, name)
     header = model.header
     n_features = _int(header, "max_feature_idx", name) + 1
     k = _int(header, "num_tree_per_iteration", name)
     kind, obj, _ = _objective(_get(header, "objective", name), name)
+    obj = _as_wrapper(kind, obj, wrapper, name)
     if k < 1 or len(model.trees) % k or not model.trees:
         raise ModelFileError(
             f"{name}: ill-formed LightGBM model: {len(model.trees)} trees for {k} trees per iteration"
         )
-    if (obj.link is Link.LOGISTIC and k != 1) or (obj.task is Task.CLASSIFICATION and kind != "binary" and k < 2):
+    if (obj.link is Link.LOGISTIC and k != 1) or (obj.task is Task.CLASSIFICATION and obj.link is not Link.LOGISTIC and k < 2):
         raise ModelFileError(f"{name}: ill-formed LightGBM model: {kind} with {k} trees per iteration")
     trees = tuple(_tree(block, f"{name}: tree {t}") for t, block in enumerate(model.trees))
+    _check_tree_sizes(model)
     names = header.get("feature_names", "").split() or None
+    if names is not None and len(names) != n_features:
+        raise ModelFileError(f"{name}: ill-formed LightGBM model: {len(names)} feature_names for {n_features} features")
     common: dict[str, Any] = dict(
         trees=trees, n_features=n_features, n_outputs=k,
         output_index=np.arange(len(trees), dtype=np.int64) % k,
         comparison=Comparison.LE, source_dtype=np.dtype(np.float64),
         aggregation=Aggregation.MEAN if "average_output" in header else Aggregation.SUM,
         base_score=np.zeros(k), link=obj.link, task=obj.task,
-        feature_names=tuple(names) if names and len(names) == n_features else None,
+        feature_names=tuple(names) if names else None,
         source=f"lightgbm {kind}", zero_band=ZERO_THRESHOLD, category_codes=CategoryCodes.TRUNCATE,
     )
     if obj.task is Task.CLASSIFICATION:
-        n_classes = 2 if kind == "binary" else k
-        labels = np.arange(n_classes) if classes is None else np.asarray(classes)
-        if labels.dtype.kind not in "iU":
-            labels = labels.astype(np.int64) if labels.dtype.kind in "ub" else labels.astype(str)
+        n_classes = 2 if obj.link is Link.LOGISTIC else k
+        labels = np.arange(n_classes) if classes is None else normalize_classes(classes, name)
         common.update(classes=(labels,))
-        if kind == "binary":
+        if obj.link is Link.LOGISTIC:
             common.update(label_rule=LabelRule.NON_NEGATIVE, label_cutoff=binary_cutoff())
     return Ensemble(**common).validate()
 
@@ -354,7 +409,10 @@ def to_ensemble(model: Any) -> Ensemble:
     if callable(getattr(model, "objective", None)):
         raise UnsupportedModelError(f"lightgbm {name} with a custom objective function is not supported")
     # model_to_string() keeps the trees up to best_iteration, as predict uses them.
-    return from_text(booster.model_to_string(), f"lightgbm {name}", classes=getattr(model, "classes_", None))
+    return from_text(
+        booster.model_to_string(), f"lightgbm {name}", classes=getattr(model, "classes_", None),
+        wrapper=None if name == "Booster" else name,
+    )
 
 
 def _raw_margin(model: Any, X: np.ndarray, ens: Ensemble) -> np.ndarray:
@@ -367,8 +425,7 @@ def _raw_margin(model: Any, X: np.ndarray, ens: Ensemble) -> np.ndarray:
 
 def reference_outputs(model: Any, X: np.ndarray, raw: bool) -> dict[str, np.ndarray]:
     n = X.shape[0]
-    booster = model if type(model).__name__ == "Booster" else model.booster_
-    ens = from_text(booster.model_to_string())
+    ens = to_ensemble(model)
     out: dict[str, np.ndarray] = {}
     if ens.task is Task.CLASSIFICATION:
         if hasattr(model, "classes_"):

@@ -36,8 +36,8 @@ def prepare_input(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
         X = X.astype(ensemble.source_dtype)
     if not np.isnan(ensemble.missing_value):
         X[X == ensemble.source_dtype.type(ensemble.missing_value)] = np.nan
-    if ensemble.zero_band:
-        X[np.abs(X) <= ensemble.zero_band] = 0.0
+    if ensemble.zero_band:  # compared in float64 (numpy would round the band to float32 X)
+        X[np.abs(X.astype(np.float64)) <= ensemble.zero_band] = 0.0
     return X
 
 
@@ -161,6 +161,41 @@ def probabilities(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
     return out
 
 
+def sigmoid_plateaus() -> tuple[float, float]:
+    """``(low, high)``: the float64 sigmoid ``1 / (1 + exp(-m))`` is exactly 0 for ``m <= low``
+    and exactly 1 for ``m >= high``; between them it rises (not strictly: neighbouring margins
+    can share a probability)."""
+    def p(m: float) -> float:
+        with np.errstate(over="ignore"):
+            return float(1.0 / (1.0 + np.exp(-np.float64(m))))
+
+    def first(pred, lo: float, hi: float) -> float:  # smallest m in (lo, hi] with pred(m)
+        a, b = float_key(lo), float_key(hi)
+        while b - a > 1:
+            mid = (a + b) // 2
+            a, b = (a, mid) if pred(key_float(mid)) else (mid, b)
+        return key_float(b)
+
+    high = first(lambda m: p(m) == 1.0, 0.0, 1e3)
+    low = float(np.nextafter(first(lambda m: p(m) > 0.0, -1e4, 0.0), -np.inf))
+    return low, high
+
+
+def argmax_key(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
+    """What a library's ``argmax(predict_proba)`` ranks, as a function of the margin: the
+    one-vs-all sigmoid saturates (margins beyond its plateaus tie, the first wins) and yields NaN
+    for a NaN margin (numpy's argmax picks the first NaN); softmax yields all-NaN for a row with
+    NaN or +inf (the first column wins). Elsewhere the margin itself."""
+    key = m
+    if ensemble.link is Link.SIGMOID:
+        low, high = sigmoid_plateaus()
+        key = np.where(np.isnan(m), np.inf, np.clip(m, low, high))
+    elif ensemble.link is Link.SOFTMAX:
+        bad = (np.isnan(m) | (m == np.inf)).any(axis=1, keepdims=True)
+        key = np.where(bad, np.inf, m)
+    return key
+
+
 def labels(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
     """Class labels from the margin: [N] for one output group, [N, groups] for several."""
     cols, start = [], 0
@@ -170,7 +205,7 @@ def labels(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
         elif ensemble.label_rule is LabelRule.NON_NEGATIVE:
             cols.append(classes[(m[:, j] >= ensemble.label_cutoff).astype(np.int64)])
         else:
-            cols.append(classes[np.argmax(m[:, start : start + len(classes)], axis=1)])
+            cols.append(classes[np.argmax(argmax_key(ensemble, m)[:, start : start + len(classes)], axis=1)])
         start += len(classes)
     return cols[0] if len(cols) == 1 else np.stack(cols, axis=1)
 
