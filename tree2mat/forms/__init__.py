@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from tree2mat.forms import _exact, bitvector, sign
+from tree2mat.forms import _exact, bitvector, sign, traverse
 from tree2mat.forms._graph import DEFAULT_OPSET, MIN_OPSET, GraphOptions
 from tree2mat.ir.core import Ensemble
 
@@ -40,6 +40,14 @@ FORMS: dict[str, FormSpec] = {
             summary="QuickScorer as a matrix (Rethink Traversal Alg. 2): leftmost ArgMax(Q z), all trees in one MatMul",
             constant_bytes=_exact.dense_constant_bytes,
             bytes_per_row=_exact.dense_bytes_per_row,
+        ),
+        FormSpec(
+            name="traverse",
+            build=traverse.build,
+            exact=True,
+            summary="root-to-leaf walk, one level per step for all trees at once (GatherElements); memory grows with nodes, not nodes x leaves",
+            constant_bytes=traverse.constant_bytes,
+            bytes_per_row=traverse.bytes_per_row,
         ),
     )
 }

@@ -12,8 +12,8 @@ from tree2mat.forms import _heads, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions, tensor_info
 from tree2mat.ir.core import Ensemble
 
-#: ``exit_leaf(g, ens, st, left)``: from the decision bits ``left`` (bool [N, T * I], True where
-#: the node's test holds) to the leaf ids [T, N] int64, named ``_layout.LEAF_TENSOR``.
+#: ``exit_leaf(g, ens, st, x)``: from the compared input ``x`` [N, F] to the leaf ids [T, N]
+#: int64, named ``_layout.LEAF_TENSOR``.
 ExitLeaf = Callable[[GraphBuilder, Ensemble, _layout.Stacked, str], str]
 
 
@@ -50,13 +50,15 @@ def trees_first(g: GraphBuilder, st: _layout.Stacked, bits: str, hint: str) -> s
     return g.op("Transpose", [g.op("Reshape", [bits, shape], f"{hint}_rows")], f"{hint}_trees", perm=[1, 0, 2])
 
 
-def build(ens: Ensemble, opts: GraphOptions, name: str, exit_leaf: ExitLeaf) -> onnx.ModelProto:
-    _layout.check_size(f"dense {name} layout", dense_constant_bytes(ens))
+def build(
+    ens: Ensemble, opts: GraphOptions, name: str, exit_leaf: ExitLeaf,
+    constant_bytes: Callable[[Ensemble], int] = dense_constant_bytes, layout: str = "dense",
+) -> onnx.ModelProto:
+    _layout.check_size(f"{layout} {name} layout", constant_bytes(ens))
     st = _layout.stack(ens, opts.dtype)
     g = GraphBuilder(opts.opset)
     x = _layout.compared_input(g, ens, opts)
-    left = _layout.decision_bits(g, ens, st, x)
-    leaf = exit_leaf(g, ens, st, left)
+    leaf = exit_leaf(g, ens, st, x)
     m = _layout.leaf_margin(g, ens, st, leaf, x)
     outputs = _heads.emit(g, ens, m, opts)
     if opts.leaves:

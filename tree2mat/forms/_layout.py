@@ -180,9 +180,9 @@ def check_size(what: str, n_bytes: int) -> None:
     if n_bytes > MAX_INITIALIZER_BYTES:
         raise UnsupportedModelError(
             f"the {what} needs {n_bytes / 2**30:.2f} GiB of constants, over the "
-            f"{MAX_INITIALIZER_BYTES / 2**30:.2f} GiB limit of dense layouts; train with fewer "
-            "leaves (max_depth / max_leaf_nodes) or fewer trees (a sparse layout for large trees "
-            "is not available yet)"
+            f"{MAX_INITIALIZER_BYTES / 2**30:.2f} GiB limit of a graph's constants; use --form "
+            "traverse (memory grows with the nodes, not nodes x leaves), or train with fewer "
+            "leaves (max_depth / max_leaf_nodes) or fewer trees"
         )
 
 
@@ -216,9 +216,18 @@ def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
     left = g.op("LessOrEqual", [filled, g.const(st.threshold.reshape(flat), "threshold")], "go_left")
     if st.cat_position.size == 0:
         return left
-    # Categorical nodes: each categorical feature's value becomes a code (1 + index among the
-    # feature's categories, 0 for anything else: NaN, unseen values) by exact equality; each node
-    # then looks its direction up by code.
+    both = g.op("Concat", [left, categorical_left(g, ens, st, x)], "left_all", axis=1)
+    perm = np.arange(flat, dtype=np.int64)
+    perm[st.cat_position] = flat + np.arange(st.cat_position.size)
+    return g.op("Gather", [both, g.const(perm, "cat_perm")], "go_left_cat", axis=1)
+
+
+def categorical_left(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
+    """Bool [N, M]: True where categorical node m (``st.cat_position`` order) sends the row left.
+
+    Each categorical feature's value becomes a code (1 + index among the feature's categories,
+    0 for anything else: NaN, unseen values) by exact equality; each node then looks its direction
+    up by code."""
     x_cat = g.op("Gather", [x, g.const(st.cat_features, "cat_features")], "x_cat", axis=1)
     x_cat = _category_codes(g, ens.category_codes, x_cat, st.threshold.dtype)
     xc = g.unsqueeze(x_cat, [2], "x_cat3")
@@ -238,11 +247,7 @@ def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
         nan_part = g.op("And", [isnan, g.const(st.cat_nan_left, "cat_nan_left")], "cat_nan_goes_left")
         rest = g.op("And", [g.op("Not", [isnan], "cat_notnan"), cat_left], "cat_value_goes_left")
         cat_left = g.op("Or", [nan_part, rest], "cat_left_nan")
-    flat = st.n_trees * st.n_internal
-    both = g.op("Concat", [left, cat_left], "left_all", axis=1)
-    perm = np.arange(flat, dtype=np.int64)
-    perm[st.cat_position] = flat + np.arange(st.cat_position.size)
-    return g.op("Gather", [both, g.const(perm, "cat_perm")], "go_left_cat", axis=1)
+    return cat_left
 
 
 def _category_codes(g: GraphBuilder, rule: CategoryCodes, x: str, dtype: np.dtype) -> str:

@@ -20,7 +20,8 @@ from tree2mat.ir.core import Ensemble
 from tree2mat.ir.matrices import bitvector_matrix
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, left: str) -> str:
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str) -> str:
+    left = _layout.decision_bits(g, ens, st, x)
     # z = 1 where the test fails. Padding leaves score 0 (never above a real exit leaf's sum(z),
     # and after it on a tie); padding nodes are columns of 0.
     z = g.op("Cast", [g.op("Not", [left], "go_right")], "z", to=onnx.TensorProto.FLOAT)

@@ -28,7 +28,8 @@ def template_tensors(ens: Ensemble, st: _layout.Stacked) -> tuple[np.ndarray, np
     return bt, depth
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, left: str) -> str:
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str) -> str:
+    left = _layout.decision_bits(g, ens, st, x)
     # h = sgn(Sx - t) with sgn(0) = -1: -1 where x <= t holds (go left), +1 where it fails.
     h = g.op("Where", [left, g.const(np.float32(-1), "minus1"), g.const(np.float32(1), "plus1")], "h")
     bt, depth = template_tensors(ens, st)
