@@ -68,9 +68,7 @@ def library_leaves(model, ens, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     LightGBM's numbering."""
     booster = model if isinstance(model, lgb.Booster) else model.booster_
     lib = np.asarray(booster.predict(X, pred_leaf=True)).reshape(X.shape[0], -1)
-    ours = evaluate.apply(ens, X)
-    mapped = np.stack([t.leaf_source_id[ours[:, i]] for i, t in enumerate(ens.trees)], axis=1)
-    return lib, mapped
+    return lib, evaluate.source_leaf_ids(ens, X)
 
 
 def check(model, rows: int = 300, exact_margins: bool = True) -> None:

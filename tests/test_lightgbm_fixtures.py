@@ -32,9 +32,7 @@ def test_fixture_matches_lightgbm(path, suffix):
     expected = np.load(path.with_suffix(".npz"))
     X = expected[f"X{suffix}"]
     ens = tree2mat.load(path)
-    ours = evaluate.apply(ens, X)
-    leaves = np.stack([t.leaf_source_id[ours[:, i]] for i, t in enumerate(ens.trees)], axis=1)
-    assert np.array_equal(leaves, expected[f"pred_leaf{suffix}"])
+    assert np.array_equal(evaluate.source_leaf_ids(ens, X), expected[f"pred_leaf{suffix}"])
     raw = expected[f"raw_score{suffix}"].reshape(X.shape[0], -1)
     if ens.aggregation is Aggregation.MEAN:  # LightGBM's rf raw score is the sum, not the mean
         raw = raw / ens.trees_per_output()

@@ -16,7 +16,7 @@ from sklearn import tree as T
 
 import tree2mat
 from tree2mat.errors import DataError, UnsupportedModelError
-from tree2mat.ir import apply
+from tree2mat.ir.evaluate import source_leaf_ids
 from tree2mat.verify import synthesize
 
 from conftest import assert_standard_graph
@@ -98,9 +98,7 @@ def assert_reference_leaves_are_sklearns(model, X: np.ndarray) -> None:
         X = X[~np.isnan(X).any(axis=1)]
     if not ens.accepts_inf:
         X = X[~np.isinf(X).any(axis=1)]
-    leaves = apply(ens, X)
-    mapped = np.stack([t.leaf_source_id[leaves[:, i]] for i, t in enumerate(ens.trees)], axis=1)
-    np.testing.assert_array_equal(mapped, sklearn_leaf_ids(model, X))
+    np.testing.assert_array_equal(source_leaf_ids(ens, X), sklearn_leaf_ids(model, X))
 
 
 # ------------------------------------------------------------------------------ the matrix

@@ -68,7 +68,7 @@ def check(model, exact_margins: bool = True, rows: int = 300) -> None:
     ens = tree2mat.load(model)  # the reference evaluator (every form's oracle) against XGBoost too
     X, _ = synthesize(ens, rows=100)
     for raw_margin in (False, True):
-        assert_matches(evaluate.predict(ens, X, raw=raw_margin), reference_outputs(model, X, raw_margin), X, ens)
+        assert_matches(evaluate.predict(ens, X, raw=raw_margin), reference_outputs(model, X, raw_margin, ens), X, ens)
 
 
 @pytest.mark.parametrize("objective", list(OBJECTIVES))

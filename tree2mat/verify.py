@@ -644,7 +644,7 @@ def verify(
         try:
             with np.errstate(over="ignore", invalid="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # e.g. "X does not have valid feature names"
-                expected = frontends.frontend_for(model).reference_outputs(model, X, raw)
+                expected = frontends.frontend_for(model).reference_outputs(model, X, raw, ens)
         except Exception as exc:  # the library refuses the rows (inf, NaN where unsupported, ...)
             raise DataError(f"the model itself rejects the data: {type(exc).__name__}: {exc}") from exc
     onx_run, routing = _with_leaf_output(onx, ens)

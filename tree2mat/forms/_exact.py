@@ -30,17 +30,13 @@ def padded_matrices(ens: Ensemble, st: _layout.Stacked, matrix: Callable, pad_ro
 def dense_constant_bytes(ens: Ensemble) -> int:
     """Bytes of a dense form's large constants (one [T, I, L] float32 matrix and the leaf
     values), without building them."""
-    T = ens.n_trees
-    I = max(1, max(t.n_internal for t in ens.trees))
-    L = max(t.n_leaves for t in ens.trees)
+    T, I, L = _layout.padded_sizes(ens)
     return T * I * L * 4 + T * L * ens.n_outputs * 8
 
 
 def dense_bytes_per_row(ens: Ensemble) -> int:
     """Runtime memory per input row of a dense form's largest intermediates."""
-    T = ens.n_trees
-    I = max(1, max(t.n_internal for t in ens.trees))
-    L = max(t.n_leaves for t in ens.trees)
+    T, I, L = _layout.padded_sizes(ens)
     return T * (I * 4 * 3 + L * 4 * 2 + ens.n_outputs * 8) + _layout.categorical_bytes_per_row(ens)
 
 

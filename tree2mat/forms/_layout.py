@@ -55,6 +55,11 @@ class Stacked:
     linear: tuple[np.ndarray, np.ndarray, np.ndarray] | None  # const [T*L], feature [T*L, P], coef [T*L, P]
 
 
+def padded_sizes(ens: Ensemble) -> tuple[int, int, int]:
+    """``(T, I, L)``: trees, and internal nodes and leaves of every tree once padded."""
+    return ens.n_trees, max(1, max(t.n_internal for t in ens.trees)), max(t.n_leaves for t in ens.trees)
+
+
 def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
     """Pad and stack the trees for a graph whose input is ``dtype``.
 
@@ -63,9 +68,7 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
     trees in order repeats the library's float64 additions one by one.
     """
     cmp = compare_dtype(ens.source_dtype, dtype)
-    T = ens.n_trees
-    I = max(1, max(t.n_internal for t in ens.trees))
-    L = max(t.n_leaves for t in ens.trees)
+    T, I, L = padded_sizes(ens)
     K = ens.n_outputs
     feature = np.zeros((T, I), np.int64)
     threshold = np.zeros((T, I), cmp)

@@ -84,9 +84,7 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str) -> st
 
 def constant_bytes(ens: Ensemble) -> int:
     """Per node feature, threshold, fill, two children, flags; per leaf its values."""
-    T = ens.n_trees
-    I = max(1, max(t.n_internal for t in ens.trees))
-    L = max(t.n_leaves for t in ens.trees)
+    T, I, L = _layout.padded_sizes(ens)
     return T * I * (8 * 5 + 2) + T * L * ens.n_outputs * 8
 
 

@@ -24,7 +24,7 @@ class FrontendSpec:
     library: str
     handles: Callable[[Any], bool]
     to_ensemble: Callable[[Any], Ensemble]
-    reference_outputs: Callable[[Any, np.ndarray, bool], dict[str, np.ndarray]]
+    reference_outputs: Callable[[Any, np.ndarray, bool, Ensemble], dict[str, np.ndarray]]
     estimators: Mapping[str, SupportRow]
 
 

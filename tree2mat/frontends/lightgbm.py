@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +33,7 @@ from tree2mat.ir.core import (
     Task,
     Tree,
 )
-from tree2mat.ir.evaluate import float_key, key_float
+from tree2mat.ir.evaluate import first_float, sigmoid
 
 #: LightGBM's kZeroThreshold (a float32 1e-35, compared in float64).
 ZERO_THRESHOLD = float(np.float32(1e-35))
@@ -206,6 +205,7 @@ def _tree(block: dict[str, str], where: str) -> Tree:
     if np.any((left < -n_leaves) | (left >= n_int) | (right < -n_leaves) | (right >= n_int)):
         raise ModelFileError(f"{where}: ill-formed LightGBM model: a child index is out of range")
     pad = np.zeros(n_leaves, np.int64)
+    zero = (missing == _MISSING_ZERO) & ~is_cat
     tree = tree_from_nodes(
         np.concatenate([ref(left), pad]), np.concatenate([ref(right), pad]),
         np.arange(n) >= n_int, np.concatenate([feature, pad]),
@@ -213,35 +213,19 @@ def _tree(block: dict[str, str], where: str) -> Tree:
         np.concatenate([default_left, np.zeros(n_leaves, bool)]),
         np.concatenate([np.zeros(n_int), leaf_value]),
         categories={node: (vals, np.ones(vals.size, bool)) for node, vals in categories.items()},
+        zero_missing=np.concatenate([zero, np.zeros(n_leaves, bool)]) if zero.any() else None,
         where=where,
     )
     if tree.n_internal != n_int or tree.n_leaves != n_leaves:
         raise ModelFileError(f"{where}: ill-formed LightGBM model: some nodes are not reachable from the root")
     order = tree.leaf_source_id - n_int  # LightGBM's leaf index of each IR leaf
-    internal = _internal_order(tree, n_int, left, right)
-    zero = (missing == _MISSING_ZERO) & ~is_cat
     extras: dict[str, Any] = {"leaf_source_id": order}
-    if zero.any():
-        extras["zero_missing"] = zero[internal]
     linear = block.get("is_linear", "0")
     if linear not in ("0", "1"):
         raise ModelFileError(f"{where}: ill-formed LightGBM model: is_linear must be 0 or 1")
     if linear == "1":
         extras.update(_linear(block, where, n_leaves, order))
     return dataclasses.replace(tree, **extras)
-
-
-def _internal_order(tree: Tree, n_int: int, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """LightGBM's node index of each IR internal node (the IR numbers them breadth-first)."""
-    out = np.zeros(n_int, np.int64)
-    src = [0]
-    for i in range(n_int):  # IR node i was reached from source node src[i]; children in order
-        s = src[i]
-        for child_src, child in ((left[s], tree.left[i]), (right[s], tree.right[i])):
-            if child >= 0:
-                src.append(int(child_src))
-    out[:] = src[:n_int]
-    return out
 
 
 def _categories(block: dict[str, str], where: str, threshold: np.ndarray, is_cat: np.ndarray) -> dict[int, np.ndarray]:
@@ -362,24 +346,14 @@ def from_text(
     return Ensemble(**common).validate()
 
 
-def smallest_margin(positive: Callable[[float], bool], lo: float, hi: float) -> float:
-    """The smallest float64 ``m`` in ``(lo, hi]`` with ``positive(m)``, for a predicate that is
-    false at ``lo``, true at ``hi`` and monotone between (bisection over the floats)."""
-    a, b = float_key(lo), float_key(hi)
-    while b - a > 1:
-        mid = (a + b) // 2
-        a, b = (a, mid) if positive(key_float(mid)) else (mid, b)
-    return key_float(b)
-
-
 def binary_cutoff() -> float:
     """The smallest margin LGBMClassifier labels 1: its probability ``p = 1 / (1 + exp(-m))``
     (float64) must beat ``1 - p`` (argmax over ``[1 - p, p]``; a tie is class 0)."""
     def positive(m: float) -> bool:
-        p = 1.0 / (1.0 + np.exp(-np.float64(m)))
-        return bool(p > 1.0 - p)
+        p = sigmoid(m)
+        return p > 1.0 - p
 
-    return smallest_margin(positive, 0.0, 1.0)
+    return first_float(positive, 0.0, 1.0)
 
 
 # ------------------------------------------------------------------------- library objects
@@ -423,9 +397,9 @@ def _raw_margin(model: Any, X: np.ndarray, ens: Ensemble) -> np.ndarray:
     return raw / ens.trees_per_output() if ens.aggregation is Aggregation.MEAN else raw
 
 
-def reference_outputs(model: Any, X: np.ndarray, raw: bool) -> dict[str, np.ndarray]:
+def reference_outputs(model: Any, X: np.ndarray, raw: bool, ens: Ensemble) -> dict[str, np.ndarray]:
+    """LightGBM's own outputs under the graph's names (``ens``: the model's IR)."""
     n = X.shape[0]
-    ens = to_ensemble(model)
     out: dict[str, np.ndarray] = {}
     if ens.task is Task.CLASSIFICATION:
         if hasattr(model, "classes_"):

@@ -336,8 +336,8 @@ def _stack_proba(proba: Any) -> np.ndarray:
     return out
 
 
-def reference_outputs(model: Any, X: np.ndarray, raw: bool) -> dict[str, np.ndarray]:
-    """The model's own predictions, under the graph's output names."""
+def reference_outputs(model: Any, X: np.ndarray, raw: bool, ens: Ensemble) -> dict[str, np.ndarray]:
+    """The model's own predictions, under the graph's output names (``ens``: its IR, unused)."""
     name = _name(model)
     n = X.shape[0]
     if name == "IsolationForest":

@@ -331,9 +331,9 @@ def _early_stopped(model: Any) -> bool:
         return False
 
 
-def reference_outputs(model: Any, X: np.ndarray, raw: bool) -> dict[str, np.ndarray]:
-    """XGBoost's own outputs: a wrapper's predict / predict_proba; for a Booster, what
-    XGBClassifier would make of its predictions. Multi-label classifiers (one binary column per
+def reference_outputs(model: Any, X: np.ndarray, raw: bool, ens: Ensemble) -> dict[str, np.ndarray]:
+    """XGBoost's own outputs (``ens``: the model's IR): a wrapper's predict / predict_proba; for a
+    Booster, what XGBClassifier would make of its predictions. Multi-label classifiers (one binary column per
     target): predict_proba's p per target becomes [1 - p, p], the graph contract's [N, G, 2]."""
     n = X.shape[0]
     if type(model).__name__ != "Booster":
@@ -352,7 +352,6 @@ def reference_outputs(model: Any, X: np.ndarray, raw: bool) -> dict[str, np.ndar
     data = xgb.DMatrix(X, feature_names=model.feature_names, feature_types=model.feature_types, enable_categorical=True)
     margin = model.predict(data, output_margin=True).reshape(n, -1)
     pred = model.predict(data)
-    ens = from_document(_booster_document(model))
     if ens.task is not Task.CLASSIFICATION:
         return {"variable": margin if raw else pred.reshape(n, -1)}
     if ens.link is Link.SOFTMAX:  # multi:softprob predicts probabilities, multi:softmax the class

@@ -21,12 +21,13 @@ def tree_from_nodes(
     *,
     root: int = 0,
     categories: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    zero_missing: np.ndarray | None = None,
     where: str = "tree",
 ) -> Tree:
     """Renumber a tree given as parallel arrays over source node ids.
 
     ``leaf_values[node]`` is a leaf's value vector; ``categories[node] = (values, goes_left)`` marks
-    a categorical split. Internal nodes come out breadth-first, leaves left to right, as the IR
+    a categorical split; ``zero_missing[node]`` (optional) a node where 0 counts as missing. Internal nodes come out breadth-first, leaves left to right, as the IR
     requires. Cycles and shared children are refused.
     """
     n_nodes = int(is_leaf.shape[0])
@@ -87,6 +88,7 @@ def tree_from_nodes(
         cat_nodes=cat_nodes,
         cat_values=cat_values,
         cat_left=cat_left,
+        zero_missing=np.zeros(0, bool) if zero_missing is None or not idx.size else np.asarray(zero_missing, bool)[idx],
     )
 
 

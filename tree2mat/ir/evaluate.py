@@ -7,6 +7,9 @@ nodes by exact value membership. It never uses the rounded graph thresholds.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 
 from tree2mat.errors import DataError
@@ -81,6 +84,13 @@ def apply(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
     return np.stack(
         [apply_tree(t, Xs, ensemble.comparison, ensemble.category_codes) for t in ensemble.trees], axis=1
     )
+
+
+def source_leaf_ids(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
+    """The leaf of each row and tree in the source library's own numbering (``leaf_source_id``:
+    scikit-learn's ``apply``, XGBoost's and LightGBM's ``pred_leaf``), int64 [N, T]."""
+    leaves = apply(ensemble, X)
+    return np.stack([t.leaf_source_id[leaves[:, i]] for i, t in enumerate(ensemble.trees)], axis=1)
 
 
 def linear_outputs(tree: Tree, X: np.ndarray, leaves: np.ndarray) -> np.ndarray:
@@ -161,23 +171,19 @@ def probabilities(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
     return out
 
 
+def sigmoid(m: float) -> float:
+    """The float64 sigmoid ``1 / (1 + exp(-m))`` of one margin, as the libraries compute it."""
+    with np.errstate(over="ignore"):
+        return float(_expit(np.float64(m)))
+
+
+@functools.cache
 def sigmoid_plateaus() -> tuple[float, float]:
     """``(low, high)``: the float64 sigmoid ``1 / (1 + exp(-m))`` is exactly 0 for ``m <= low``
     and exactly 1 for ``m >= high``; between them it rises (not strictly: neighbouring margins
     can share a probability)."""
-    def p(m: float) -> float:
-        with np.errstate(over="ignore"):
-            return float(1.0 / (1.0 + np.exp(-np.float64(m))))
-
-    def first(pred, lo: float, hi: float) -> float:  # smallest m in (lo, hi] with pred(m)
-        a, b = float_key(lo), float_key(hi)
-        while b - a > 1:
-            mid = (a + b) // 2
-            a, b = (a, mid) if pred(key_float(mid)) else (mid, b)
-        return key_float(b)
-
-    high = first(lambda m: p(m) == 1.0, 0.0, 1e3)
-    low = float(np.nextafter(first(lambda m: p(m) > 0.0, -1e4, 0.0), -np.inf))
+    high = first_float(lambda m: sigmoid(m) == 1.0, 0.0, 1e3)
+    low = float(np.nextafter(first_float(lambda m: sigmoid(m) > 0.0, -1e4, 0.0), -np.inf))
     return low, high
 
 
@@ -221,15 +227,25 @@ def outlier_scores(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
     return -(2.0 ** (-ratio))
 
 
-def float_key(x: float) -> int:
+def _float_key(x: float) -> int:
     """An integer that orders float64 values as the floats themselves are ordered."""
     i = int(np.asarray(x, np.float64).view(np.int64))
     return i if i >= 0 else -(i & 0x7FFFFFFFFFFFFFFF)
 
 
-def key_float(k: int) -> float:
+def _key_float(k: int) -> float:
     bits = k if k >= 0 else (-k) | -0x8000000000000000
     return float(np.asarray(bits, np.int64).view(np.float64))
+
+
+def first_float(pred: Callable[[float], bool], lo: float, hi: float) -> float:
+    """The smallest float64 ``m`` in ``(lo, hi]`` with ``pred(m)``, for a predicate that is false
+    at ``lo``, true at ``hi`` and monotone between (bisection over the floats themselves)."""
+    a, b = _float_key(lo), _float_key(hi)
+    while b - a > 1:
+        mid = (a + b) // 2
+        a, b = (a, mid) if pred(_key_float(mid)) else (mid, b)
+    return _key_float(b)
 
 
 def isolation_cutoff(params: OutlierParams) -> float:
@@ -248,18 +264,11 @@ def isolation_cutoff(params: OutlierParams) -> float:
         with np.errstate(over="ignore"):
             return bool(2.0 ** -np.asarray([r], np.float64)[0] <= c)
 
-    lo, hi = float_key(-np.inf), float_key(np.inf)
     if inlier(-np.inf):
         return -np.inf
     if not inlier(np.inf):
         return np.inf
-    while hi - lo > 1:  # invariant: not inlier(lo), inlier(hi)
-        mid = (lo + hi) // 2
-        if inlier(key_float(mid)):
-            hi = mid
-        else:
-            lo = mid
-    return key_float(hi)
+    return first_float(inlier, -np.inf, np.inf)
 
 
 def predict(ensemble: Ensemble, X: np.ndarray, raw: bool = False) -> dict[str, np.ndarray]:
