@@ -26,6 +26,7 @@ from tree2mat.errors import ModelFileError, UnsupportedModelError
 from tree2mat.frontends._support import SupportRow
 from tree2mat.ir.build import tree_from_nodes
 from tree2mat.ir.core import Aggregation, CategoryCodes, Comparison, Ensemble, LabelRule, Link, Task, Tree
+from tree2mat.ir.evaluate import first_float
 
 F32 = np.dtype(np.float32)
 
@@ -34,16 +35,11 @@ def binary_cutoff() -> float:
     """The smallest float32 margin whose XGBoost probability ``1 / (1 + exp(-m))`` (float32)
     exceeds 0.5: XGBClassifier labels 1 exactly there. Near 0 the float32 sigmoid rounds to 0.5
     for margins up to about 1.2e-7."""
-    def positive(bits: int) -> bool:
-        m = np.asarray(bits, np.int32).view(np.float32)
+    def positive(m: float) -> bool:
         with np.errstate(over="ignore"):
-            return bool(np.float32(1) / (np.float32(1) + np.exp(-m)) > np.float32(0.5))
+            return bool(np.float32(1) / (np.float32(1) + np.exp(-np.float32(m))) > np.float32(0.5))
 
-    lo, hi = 0, int(np.asarray(np.float32(1), np.float32).view(np.int32))  # bits of 0.0 and 1.0
-    while hi - lo > 1:  # positive float32 bit patterns sort as the values: bisect them
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if positive(mid) else (mid, hi)
-    return float(np.asarray(hi, np.int32).view(np.float32))
+    return first_float(positive, 0.0, 1.0, np.float32)
 
 
 @dataclass(frozen=True)

@@ -227,25 +227,31 @@ def outlier_scores(ensemble: Ensemble, m: np.ndarray) -> np.ndarray:
     return -(2.0 ** (-ratio))
 
 
-def _float_key(x: float) -> int:
-    """An integer that orders float64 values as the floats themselves are ordered."""
-    i = int(np.asarray(x, np.float64).view(np.int64))
-    return i if i >= 0 else -(i & 0x7FFFFFFFFFFFFFFF)
+_BITS = {np.dtype(np.float64): np.int64, np.dtype(np.float32): np.int32}
 
 
-def _key_float(k: int) -> float:
-    bits = k if k >= 0 else (-k) | -0x8000000000000000
-    return float(np.asarray(bits, np.int64).view(np.float64))
+def _float_key(x: float, dtype: np.dtype) -> int:
+    """An integer that orders values of ``dtype`` as the floats themselves are ordered."""
+    i = int(np.asarray(x, dtype).view(_BITS[dtype]))
+    sign = 1 << (8 * dtype.itemsize - 1)
+    return i if i >= 0 else -(i & (sign - 1))
 
 
-def first_float(pred: Callable[[float], bool], lo: float, hi: float) -> float:
-    """The smallest float64 ``m`` in ``(lo, hi]`` with ``pred(m)``, for a predicate that is false
-    at ``lo``, true at ``hi`` and monotone between (bisection over the floats themselves)."""
-    a, b = _float_key(lo), _float_key(hi)
+def _key_float(k: int, dtype: np.dtype) -> float:
+    bits = k if k >= 0 else (-k) | -(1 << (8 * dtype.itemsize - 1))
+    return float(np.asarray(bits, _BITS[dtype]).view(dtype))
+
+
+def first_float(pred: Callable[[float], bool], lo: float, hi: float, dtype: type = np.float64) -> float:
+    """The smallest ``m`` of ``dtype`` (float64 or float32) in ``(lo, hi]`` with ``pred(m)``, for
+    a predicate that is false at ``lo``, true at ``hi`` and monotone between (bisection over the
+    floats themselves)."""
+    dt = np.dtype(dtype)
+    a, b = _float_key(lo, dt), _float_key(hi, dt)
     while b - a > 1:
         mid = (a + b) // 2
-        a, b = (a, mid) if pred(_key_float(mid)) else (mid, b)
-    return _key_float(b)
+        a, b = (a, mid) if pred(_key_float(mid, dt)) else (mid, b)
+    return _key_float(b, dt)
 
 
 def isolation_cutoff(params: OutlierParams) -> float:
