@@ -1,5 +1,6 @@
 """Issue 4's size targets, measured: a deep random forest and a large LightGBM model converted
-with the ``traverse`` form (the matrix forms refuse them: their constants grow with nodes x leaves).
+with the default ``--form auto`` (which picks ``traverse`` for both: the matrix forms' constants
+grow with nodes x leaves and do not fit).
 
 For each model: conversion time, ONNX file size, peak resident memory of scoring 10 000 rows
 in onnxruntime on the CPU (in a fresh process, so the figure is the scoring alone), and a
@@ -58,8 +59,9 @@ def measure(name: str, fit, X: np.ndarray, verify_rows: int) -> dict:
     ens = tree2mat.load(model)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     t = time.perf_counter()
-    onx = tree2mat.convert(model, form="traverse")
+    onx = tree2mat.convert(model)  # --form auto
     convert_s = time.perf_counter() - t
+    meta = {p.key: p.value for p in onx.metadata_props}
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
@@ -73,7 +75,7 @@ def measure(name: str, fit, X: np.ndarray, verify_rows: int) -> dict:
     report = tree2mat.verify(model, onx, rows=verify_rows)
     verify_s = time.perf_counter() - t
     return {
-        "model": name, "trees": ens.n_trees, "max_leaves": max(t.n_leaves for t in ens.trees),
+        "model": name, "form": meta["tree2mat.form"], "auto": meta.get("tree2mat.auto"), "trees": ens.n_trees, "max_leaves": max(t.n_leaves for t in ens.trees),
         "max_depth": max(int(t.leaf_depths().max(initial=0)) for t in ens.trees),
         "fit_s": round(fit_s, 1), "convert_s": round(convert_s, 1),
         # Process peaks: before converting (fitting included) and after; equal when converting

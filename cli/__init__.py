@@ -26,7 +26,7 @@ FORMAT_CHOICES = ("text", "json", "npz")
 
 app = typer.Typer(
     name="tree2mat",
-    help="Convert tree models (scikit-learn, XGBoost) to exact ONNX graphs of standard operators, and prove them.",
+    help="Convert tree models (scikit-learn, XGBoost, LightGBM) to exact ONNX graphs of standard operators, and prove them.",
     epilog="Exit codes: 0 success/pass, 1 verify mismatch, 2 bad usage or input, 3 internal error, 130 interrupted.",
     add_completion=False,
     no_args_is_help=True,
@@ -52,32 +52,49 @@ def _root(
 def _forms_help() -> str:
     from tree2mat.forms import FORMS
 
-    return ", ".join(f"{name}{' (exact)' if spec.exact else ''}" for name, spec in FORMS.items())
+    return ", ".join(f"{name} ({'exact' if spec.exact else 'approximate, differentiable'})" for name, spec in FORMS.items())
 
 
 @app.command()
 def convert(
-    model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, XGBoost .json, LightGBM model text .txt, or tree2mat IR .json."),
+    model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, XGBoost .json/.ubj, LightGBM model text .txt, or tree2mat IR .json."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the ONNX file (replaced only on success)."),
-    form: str = typer.Option("sign", "--form", help=f"Graph form: {_forms_help()}."),
+    form: str = typer.Option("auto", "--form", help=f"Graph form: auto (default: the fastest exact form within --max-memory), {_forms_help()}."),
     dtype: str = typer.Option("float32", "--dtype", help="Input dtype: float32 or float64 (float outputs follow it)."),
     opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset, 13 to 26 (default 26, the newest the pinned onnxruntime runs)."),
     raw: bool = typer.Option(False, "--raw", help="Output the margin before the link (label kept for classifiers)."),
-    leaves: bool = typer.Option(False, "--leaves", help="Add a 'leaves' output [N, trees] with each row's leaf ids."),
+    leaves: bool = typer.Option(False, "--leaves", help="Add a 'leaves' output [N, trees] with each row's leaf ids (exact forms)."),
+    max_memory: str = typer.Option("4G", "--max-memory", help="--form auto: memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G, 512M."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", help="soft/softmax forms: temperature, in input-feature units (default 1); the graph is exact only as it goes to 0."),
+    matmul: str = typer.Option("float32", "--matmul", help="sign/bitvector forms: element type of the path-matching MatMul: float32, float16 or int8 (MatMulInteger); exact in each."),
 ) -> None:
     """Convert MODEL to an ONNX graph."""
     import tree2mat
     from tree2mat.forms import DEFAULT_OPSET
+    from tree2mat.forms.auto import parse_memory
 
-    onx = tree2mat.convert(model, form, dtype=dtype, opset=DEFAULT_OPSET if opset is None else opset, raw=raw, leaves=leaves)
+    onx = tree2mat.convert(
+        model, form, dtype=dtype, opset=DEFAULT_OPSET if opset is None else opset, raw=raw, leaves=leaves,
+        temperature=temperature, matmul=matmul, max_memory=parse_memory(max_memory),
+    )
+    from tree2mat.convert import EXTERNAL_DATA_SUFFIX, needs_external_data
+
     size = tree2mat.save(onx, output)
+    where = f"{_human(size)}, constants in {output.name}{EXTERNAL_DATA_SUFFIX}: keep both files together" if needs_external_data(onx) else _human(size)
     meta = {p.key: p.value for p in onx.metadata_props}
     outs = ", ".join(_describe(o) for o in onx.graph.output)
+    picked = meta["tree2mat.form"]
+    if "tree2mat.matmul" in meta:
+        picked += f" (MatMul in {meta['tree2mat.matmul']})"
+    if "tree2mat.temperature" in meta:
+        picked += f" at temperature {float(meta['tree2mat.temperature']):g} (an approximation, not exact)"
     typer.echo(
-        f"wrote {output} ({_human(size)}): form {form}, {meta['tree2mat.n_trees']} trees, "
+        f"wrote {output} ({where}): form {picked}, {meta['tree2mat.n_trees']} trees, "
         f"{meta['tree2mat.n_features']} features, opset {onx.opset_import[0].version}, "
         f"{len(onx.graph.node)} nodes; outputs: {outs}"
     )
+    if "tree2mat.auto" in meta:
+        typer.echo(f"auto picked {meta['tree2mat.form']}: {meta['tree2mat.auto']}")
 
 
 @app.command()
@@ -114,16 +131,20 @@ def inspect(
     tree: Optional[int] = typer.Option(None, "--tree", help="Show the matrices of this tree (0-based)."),
     fmt: str = typer.Option("text", "--format", help="text, json or npz (npz needs -o)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout ('-': stdout)."),
+    max_memory: str = typer.Option("4G", "--max-memory", help="Memory budget for the form auto would pick (as for convert)."),
 ) -> None:
     """Summarize MODEL, or print one tree as the papers' matrices (S, t, B, bitvector, v, depth)."""
     import tree2mat
     from tree2mat.inspect import matrices_of, summary
 
+    from tree2mat.forms.auto import parse_memory
+
     if fmt not in FORMAT_CHOICES:
         raise OptionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
+    budget = parse_memory(max_memory)
     ens = tree2mat.load(model)
     if tree is None:
-        info = summary(ens)
+        info = summary(ens, budget)
         if fmt == "npz":
             raise OptionError("--format npz needs --tree")
         text = json.dumps(info, indent=1) if fmt == "json" else _summary_text(info)
@@ -180,17 +201,19 @@ def _emit(text: str, output: Optional[Path]) -> None:
 def _summary_text(info: dict[str, Any]) -> str:
     lines = []
     for key, value in info.items():
-        if key == "forms":
+        if key in ("forms", "auto"):
             continue
         if isinstance(value, dict):
             value = ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items())
         lines.append(f"{key.replace('_', ' ')}: {value}")
     lines.append("forms:")
     for name, f in info["forms"].items():
+        speed = f", estimated {f['estimated_us_per_row']:.3g} us per row on the CPU" if "estimated_us_per_row" in f else ""
         lines.append(
             f"  {name}: constants {_human(f['constant_bytes'])}, about {_human(f['bytes_per_row'])} "
-            f"of runtime memory per row{'' if f['exact'] else ' (approximate)'}"
+            f"of runtime memory per row{speed}{'' if f['exact'] else ' (approximate)'}"
         )
+    lines.append(f"auto: {info['auto']['form']}: {info['auto']['reason']}")
     return "\n".join(lines)
 
 

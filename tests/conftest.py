@@ -7,7 +7,20 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+import tree2mat
 from tree2mat.verify import compare, default_atol, DEFAULT_RTOL
+
+#: Every exact graph variant: each exact form, with each element type of its path MatMul.
+EXACT_VARIANTS = [(name, mm) for name, spec in tree2mat.FORMS.items() if spec.exact for mm in spec.matmul]
+
+
+def with_holes(X: np.ndarray, rng: np.random.Generator, zeros: bool = False) -> np.ndarray:
+    """A copy of ``X`` with 5 % of the cells NaN (and, with ``zeros``, 5 % more set to 0)."""
+    X = X.copy()
+    X[rng.random(X.shape) < 0.05] = np.nan
+    if zeros:
+        X[rng.random(X.shape) < 0.05] = 0.0
+    return X
 
 
 def run_onnx(model: onnx.ModelProto, X: np.ndarray) -> dict[str, np.ndarray]:
@@ -17,8 +30,12 @@ def run_onnx(model: onnx.ModelProto, X: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def assert_standard_graph(model: onnx.ModelProto) -> None:
-    """Every emitted graph: full checker, standard domain only, no ai.onnx.ml."""
+    """Every emitted graph: full checker, standard domain only, no ai.onnx.ml, no unused
+    initializer (onnxruntime warns about each)."""
     onnx.checker.check_model(model, full_check=True)
+    used = {i for n in model.graph.node for i in n.input}
+    unused = [t.name for t in model.graph.initializer if t.name not in used]
+    assert not unused, f"unused initializers: {unused}"
     assert {n.domain for n in model.graph.node} <= {"", "ai.onnx"}
     assert all(o.domain in ("", "ai.onnx") for o in model.opset_import)
 

@@ -148,11 +148,27 @@ def test_missing_files_and_bad_options(models, capsys, tmp_path):
     one_line_error(capsys, main(["convert", str(models / "a.joblib"), "-o", str(tmp_path / "o.onnx"), "--opset", "7"]), 2, "opset 7")
     one_line_error(capsys, main(["convert", str(models / "a.joblib"), "-o", str(tmp_path / "no" / "o.onnx")]), 2, "no such directory")
     one_line_error(capsys, main(["verify", str(models / "a.joblib"), str(models / "a.onnx"), "--device", "tpu"]), 2, "unknown device")
+    conv = ["convert", str(models / "a.joblib"), "-o", str(tmp_path / "o.onnx")]
+    one_line_error(capsys, main(conv + ["--form", "sign", "--temperature", "0.1"]), 2, "--temperature applies to the soft forms")
+    one_line_error(capsys, main(conv + ["--form", "soft", "--temperature", "0"]), 2, "finite number > 0")
+    one_line_error(capsys, main(conv + ["--form", "traverse", "--matmul", "int8"]), 2, "--matmul int8 is not available for the form traverse")
+    one_line_error(capsys, main(conv + ["--form", "sign", "--matmul", "int4"]), 2, "--matmul int4")
+    one_line_error(capsys, main(conv + ["--max-memory", "plenty"]), 2, "--max-memory 'plenty'")
     one_line_error(capsys, main(["inspect", str(models / "a.joblib"), "--tree", "99"]), 2, "out of range", "5 trees")
     one_line_error(capsys, main(["inspect", str(models / "a.joblib"), "--format", "xml"]), 2, "unknown format")
     one_line_error(capsys, main(["convert", str(models / "a.joblib")]), 2, "Missing option")
     one_line_error(capsys, main(["verify", str(models / "a.joblib"), str(models / "a.joblib")]), 2, "not a readable ONNX file")
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_convert_summary_names_reduced_precision_and_approximations(models, capsys, tmp_path):
+    out = tmp_path / "o.onnx"
+    assert main(["convert", str(models / "a.joblib"), "-o", str(out), "--form", "sign", "--matmul", "int8"]) == 0
+    assert "form sign (MatMul in int8)" in capsys.readouterr().out
+    assert main(["verify", str(models / "a.joblib"), str(out), "--rows", "200"]) == 0
+    capsys.readouterr()
+    assert main(["convert", str(models / "a.joblib"), "-o", str(out), "--form", "softmax", "--temperature", "0.25"]) == 0
+    assert "form softmax at temperature 0.25 (an approximation, not exact)" in capsys.readouterr().out
 
 
 def test_failed_convert_never_clobbers_an_existing_file(tmp_path, capsys):

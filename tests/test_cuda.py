@@ -23,7 +23,8 @@ pytestmark = [
 
 X, Y = load_breast_cancer(return_X_y=True)
 X_CAT = np.c_[X[:, :5], np.random.default_rng(0).integers(0, 12, X.shape[0])]
-EXACT = [name for name, spec in tree2mat.FORMS.items() if spec.exact]
+from conftest import EXACT_VARIANTS  # noqa: E402
+
 # Fitted only where the tests run (a GPU machine): every graph feature (NaN, categorical codes,
 # the zero band, missing type Zero, linear leaves) on the device.
 MODELS = {
@@ -36,19 +37,19 @@ MODELS = {
 }
 
 
-@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("form,matmul", EXACT_VARIANTS)
 @pytest.mark.parametrize("name", list(MODELS))
-def test_verify_on_cuda(name, form):
+def test_verify_on_cuda(name, form, matmul):
     model = MODELS[name]()
-    report = tree2mat.verify(model, tree2mat.convert(model, form=form), device="cuda")
+    report = tree2mat.verify(model, tree2mat.convert(model, form=form, matmul=matmul), device="cuda")
     assert report.passed, report.summary()
 
 
-@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("form,matmul", EXACT_VARIANTS)
 @pytest.mark.parametrize("name", list(MODELS))
-def test_no_cpu_fallback_and_same_leaves_as_cpu(name, form):
+def test_no_cpu_fallback_and_same_leaves_as_cpu(name, form, matmul):
     model = MODELS[name]()
-    onx = tree2mat.convert(model, leaves=True, form=form)
+    onx = tree2mat.convert(model, leaves=True, form=form, matmul=matmul)
     opts = ort.SessionOptions()
     opts.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     cuda = ort.InferenceSession(onx.SerializeToString(), opts, providers=["CUDAExecutionProvider"])

@@ -15,9 +15,8 @@ from sklearn.ensemble import HistGradientBoostingClassifier, IsolationForest, Ra
 
 import tree2mat
 
-from conftest import assert_standard_graph
+from conftest import EXACT_VARIANTS, assert_standard_graph, with_holes
 
-EXACT = [name for name, spec in tree2mat.FORMS.items() if spec.exact]
 RNG = np.random.default_rng(0)
 XB, YB = load_breast_cancer(return_X_y=True)
 XI, YI = load_iris(return_X_y=True)
@@ -25,10 +24,7 @@ XD, YD = load_diabetes(return_X_y=True)
 
 
 def _holes(X: np.ndarray) -> np.ndarray:
-    X = X.copy()
-    X[RNG.random(X.shape) < 0.05] = np.nan
-    X[RNG.random(X.shape) < 0.05] = 0.0
-    return X
+    return with_holes(X, RNG, zeros=True)
 
 
 def _categorical_frame():
@@ -57,13 +53,13 @@ def _models():
 MODELS = _models()
 
 
-@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("form,matmul", EXACT_VARIANTS)
 @pytest.mark.parametrize("name", list(MODELS))
-def test_exact_form_matches_the_library(form, name):
+def test_exact_form_matches_the_library(form, matmul, name):
     model = MODELS[name]()
-    onx = tree2mat.convert(model, form=form)
+    onx = tree2mat.convert(model, form=form, matmul=matmul)
     assert_standard_graph(onx)
     report = tree2mat.verify(model, onx, rows=300)
     assert report.passed, report.summary()
-    raw = tree2mat.verify(model, tree2mat.convert(model, form=form, raw=True, dtype="float64"), rows=300)
+    raw = tree2mat.verify(model, tree2mat.convert(model, form=form, matmul=matmul, raw=True, dtype="float64"), rows=300)
     assert raw.passed, raw.summary()

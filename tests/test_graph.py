@@ -16,6 +16,7 @@ from sklearn.ensemble import (
     RandomForestClassifier,
     RandomForestRegressor,
 )
+from sklearn.tree import DecisionTreeRegressor
 
 import tree2mat
 from tree2mat.errors import UnsupportedModelError
@@ -118,8 +119,12 @@ def test_float64_graph_tells_float64_neighbours_apart():
 def test_oversized_dense_layout_is_refused(monkeypatch):
     monkeypatch.setattr(_layout, "MAX_INITIALIZER_BYTES", 10_000)
     model = RandomForestClassifier(n_estimators=5, random_state=0).fit(XB, YB)
-    with pytest.raises(UnsupportedModelError, match="dense sign layout needs .* GiB .*max_depth"):
-        tree2mat.convert(model)
+    with pytest.raises(UnsupportedModelError, match="dense sign layout needs .* GiB .*--form traverse.*max_depth"):
+        tree2mat.convert(model, form="sign")
+    # auto leaves the dense forms out and still converts, exactly.
+    onx = tree2mat.convert(model)
+    assert {p.key: p.value for p in onx.metadata_props}["tree2mat.form"] == "traverse"
+    assert tree2mat.verify(model, onx, rows=200).passed
 
 
 def test_leaves_output_matches_reference_evaluator():
@@ -129,3 +134,16 @@ def test_leaves_output_matches_reference_evaluator():
     onx = tree2mat.convert(model, leaves=True)
     assert outputs(onx)["leaves"] == (onnx.TensorProto.INT64, ["N", 12])
     np.testing.assert_array_equal(run_onnx(onx, X)["leaves"], tree2mat.ir.apply(ens, X))
+
+
+def test_float16_path_sums_past_2048_are_refused():
+    """bitvector's Q z counts up to the node count: float16 holds integers only to 2 048."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6000, 3))
+    model = DecisionTreeRegressor(max_leaf_nodes=2100, random_state=0).fit(X, rng.normal(size=6000))
+    assert tree2mat.load(model).trees[0].n_internal > 2048  # (the premise)
+    with pytest.raises(UnsupportedModelError, match="--matmul float16 holds integers up to 2048 exactly"):
+        tree2mat.convert(model, form="bitvector", matmul="float16")
+    # int8 (int32 sums) has no such limit, and stays exact.
+    report = tree2mat.verify(model, tree2mat.convert(model, form="bitvector", matmul="int8"), X[:300])
+    assert report.passed, report.summary()

@@ -172,8 +172,11 @@ def test_huge_dense_layout_is_refused_quickly(tmp_path, capsys):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(20_000, 5))
     joblib.dump(DecisionTreeRegressor(random_state=0).fit(X, rng.normal(size=20_000)), tmp_path / "deep.joblib")
-    expect(capsys, main(["convert", str(tmp_path / "deep.joblib"), "-o", str(tmp_path / "deep.onnx")]), 2, "limit of a graph's constants", "--form traverse")
+    expect(capsys, main(["convert", str(tmp_path / "deep.joblib"), "-o", str(tmp_path / "deep.onnx"), "--form", "sign"]), 2, "limit of its graph's constants", "--form traverse")
     assert not (tmp_path / "deep.onnx").exists()
-    # The form the message names converts it, and the graph routes as scikit-learn does.
+    # The form the message names converts it, as does auto (which picks it), and the graph
+    # routes as scikit-learn does.
+    assert main(["convert", str(tmp_path / "deep.joblib"), "-o", str(tmp_path / "deep.onnx")]) == 0
+    assert "auto picked traverse" in capsys.readouterr().out
     assert main(["convert", str(tmp_path / "deep.joblib"), "-o", str(tmp_path / "deep.onnx"), "--form", "traverse"]) == 0
     assert main(["verify", str(tmp_path / "deep.joblib"), str(tmp_path / "deep.onnx"), "--rows", "300"]) == 0

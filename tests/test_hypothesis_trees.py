@@ -21,7 +21,7 @@ from tree2mat.ir.core import CategoryCodes
 from tree2mat.ir.build import tree_from_nodes
 from tree2mat.ir.thresholds import float32_neighbours, graph_thresholds
 
-from conftest import assert_standard_graph, run_onnx
+from conftest import EXACT_VARIANTS, assert_standard_graph, run_onnx
 
 N_FEATURES = 3
 EXACT_FORMS = [name for name, spec in tree2mat.FORMS.items() if spec.exact]
@@ -106,10 +106,10 @@ def _rows(ens: Ensemble, rng: np.random.Generator, dtype) -> np.ndarray:
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(ens=random_ensemble(), seed=st.integers(0, 2**32 - 1), dtype=st.sampled_from(["float32", "float64"]),
-       form=st.sampled_from(EXACT_FORMS))
-def test_graph_leaves_equal_reference_leaves(ens, seed, dtype, form):
+       variant=st.sampled_from(EXACT_VARIANTS))
+def test_graph_leaves_equal_reference_leaves(ens, seed, dtype, variant):
     X = _rows(ens, np.random.default_rng(seed), dtype)
-    onx = tree2mat.convert(ens, dtype=dtype, leaves=True, form=form)
+    onx = tree2mat.convert(ens, dtype=dtype, leaves=True, form=variant[0], matmul=variant[1])
     got = run_onnx(onx, X)["leaves"]
     np.testing.assert_array_equal(got, apply(ens, X))
 
@@ -144,10 +144,10 @@ def test_float32_threshold_rule_for_less_than(t, x):
         assert (v32 < np.float32(t)) == (v32 <= tg)
 
 
-@pytest.mark.parametrize("form", EXACT_FORMS)
+@pytest.mark.parametrize("form,matmul", EXACT_VARIANTS)
 @pytest.mark.parametrize("depth", [0, 1, 20])
 @pytest.mark.parametrize("side", ["left", "right", "zigzag"])
-def test_single_leaf_and_depth_20_spines(depth, side, form):
+def test_single_leaf_and_depth_20_spines(depth, side, form, matmul):
     """The extremes the random trees reach only by chance: a single leaf, and spines of depth 20
     with repeated thresholds, NaN going either way."""
     n = 2 * depth + 1
@@ -169,4 +169,4 @@ def test_single_leaf_and_depth_20_spines(depth, side, form):
     ).validate()
     assert int(tree.leaf_depths().max(initial=0)) == depth
     X = _rows(ens, np.random.default_rng(depth), "float32")
-    np.testing.assert_array_equal(run_onnx(tree2mat.convert(ens, leaves=True, form=form), X)["leaves"], apply(ens, X))
+    np.testing.assert_array_equal(run_onnx(tree2mat.convert(ens, leaves=True, form=form, matmul=matmul), X)["leaves"], apply(ens, X))

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from tree2mat.errors import OptionError
-from tree2mat.forms import FORMS
+from tree2mat.errors import OptionError, Tree2MatError
+from tree2mat.forms import FORMS, auto
 from tree2mat.ir.core import Ensemble
 from tree2mat.ir.matrices import paper_matrices
 
@@ -18,7 +18,7 @@ def matrices_of(ens: Ensemble, tree: int) -> dict[str, np.ndarray]:
     return paper_matrices(ens.trees[tree], ens.n_features)
 
 
-def summary(ens: Ensemble) -> dict[str, Any]:
+def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY) -> dict[str, Any]:
     """Machine-readable facts about the ensemble (``inspect --format json``)."""
     depths = [int(t.leaf_depths().max()) if t.n_internal else 0 for t in ens.trees]
     leaves = [t.n_leaves for t in ens.trees]
@@ -50,4 +50,11 @@ def summary(ens: Ensemble) -> dict[str, Any]:
         }
         for name, spec in FORMS.items()
     }
+    for name in ("sign", "bitvector", "traverse"):
+        info["forms"][name]["estimated_us_per_row"] = auto.estimated_us_per_row(name, ens)
+    try:
+        choice = auto.choose(ens, max_memory)
+        info["auto"] = {"form": choice.form, "reason": choice.reason}
+    except Tree2MatError as exc:
+        info["auto"] = {"form": None, "reason": str(exc)}
     return info

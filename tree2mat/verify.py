@@ -15,6 +15,7 @@ Without data, rows are synthesized (see :func:`synthesize`).
 from __future__ import annotations
 
 import json
+import tempfile
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ import numpy as np
 import onnx
 
 from tree2mat import frontends
+from tree2mat.convert import needs_external_data, write_external
 from tree2mat.errors import DataError, DeviceUnavailableError, ModelFileError, OptionError, VerificationError
 from tree2mat.forms import FORMS
 from tree2mat.ir import evaluate
@@ -454,7 +456,12 @@ def _session(model: onnx.ModelProto, device: str) -> Any:
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     try:
-        return ort.InferenceSession(model.SerializeToString(), opts, providers=PROVIDERS[device])
+        if not needs_external_data(model):
+            return ort.InferenceSession(model.SerializeToString(), opts, providers=PROVIDERS[device])
+        with tempfile.TemporaryDirectory(prefix="tree2mat-") as tmp:  # over 2 GiB: by file
+            path = Path(tmp) / "graph.onnx"
+            write_external(model, path)
+            return ort.InferenceSession(str(path), opts, providers=PROVIDERS[device])
     except Exception as exc:
         raise VerificationError(f"onnxruntime cannot load the graph on {device}: {exc}") from exc
 
@@ -502,7 +509,7 @@ def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble) -> tuple[onnx.Model
     out = onnx.ModelProto()
     out.CopyFrom(model)
     if leaf not in {o.name for o in out.graph.output}:
-        out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, onnx.TensorProto.INT64, None))
+        out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, onnx.TensorProto.INT64, [ens.n_trees, "N"]))
     return out, True
 
 
@@ -565,8 +572,12 @@ def _load_onnx(onnx_model_or_path: Any) -> tuple[onnx.ModelProto, str]:
             raise ModelFileError(f"{path}: not a readable ONNX file: {type(exc).__name__}: {exc}") from exc
     if not model.graph.node or not model.graph.input:
         raise ModelFileError(f"{name}: not an ONNX model (no graph)")
+    large = needs_external_data(model)
     try:
-        onnx.checker.check_model(model)
+        if large and name != "<ModelProto>":
+            onnx.checker.check_model(name)  # by file: the message is over protobuf's limit
+        elif not large:
+            onnx.checker.check_model(model)
     except Exception as exc:
         raise ModelFileError(f"{name}: not a valid ONNX model: {exc}") from exc
     return model, name
@@ -633,6 +644,11 @@ def verify(
             X = X.astype(in_dtype)
         kinds = {"data": int(X.shape[0])}
     meta = _metadata(onx)
+    if meta.get("tree2mat.exact") == "0":
+        notes.append(
+            f"the graph is the {meta.get('tree2mat.form', '?')} form at temperature {meta.get('tree2mat.temperature', '?')}: "
+            "an approximation of the model, so mismatches are expected; convert with an exact form to ship"
+        )
     names = {o.name for o in onx.graph.output}
     raw = meta.get("tree2mat.raw") == "1" or ("variable" in names and ens.task.value != "regression")
     if isinstance(model, Ensemble):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from tree2mat.forms import _exact, bitvector, sign, traverse
+from tree2mat.forms import _exact, bitvector, sign, soft, traverse
 from tree2mat.forms._graph import DEFAULT_OPSET, MIN_OPSET, GraphOptions
 from tree2mat.ir.core import Ensemble
 
@@ -20,6 +20,8 @@ class FormSpec:
     summary: str
     constant_bytes: Callable[[Ensemble], int]
     bytes_per_row: Callable[[Ensemble], int]
+    #: Element types its path-matching MatMul can run in (``--matmul``); exact forms only.
+    matmul: tuple[str, ...] = ("float32",)
 
 
 FORMS: dict[str, FormSpec] = {
@@ -32,6 +34,7 @@ FORMS: dict[str, FormSpec] = {
             summary="Decision Machines eq. 5: ArgMax(B sgn(Sx - t) - depth), all trees in one MatMul",
             constant_bytes=_exact.dense_constant_bytes,
             bytes_per_row=_exact.dense_bytes_per_row,
+            matmul=tuple(_exact.MATMUL_DTYPES),
         ),
         FormSpec(
             name="bitvector",
@@ -40,6 +43,7 @@ FORMS: dict[str, FormSpec] = {
             summary="QuickScorer as a matrix (Rethink Traversal Alg. 2): leftmost ArgMax(Q z), all trees in one MatMul",
             constant_bytes=_exact.dense_constant_bytes,
             bytes_per_row=_exact.dense_bytes_per_row,
+            matmul=tuple(_exact.MATMUL_DTYPES),
         ),
         FormSpec(
             name="traverse",
@@ -49,9 +53,27 @@ FORMS: dict[str, FormSpec] = {
             constant_bytes=traverse.constant_bytes,
             bytes_per_row=traverse.bytes_per_row,
         ),
+        FormSpec(
+            name="soft",
+            build=soft.build_soft,
+            exact=False,
+            summary="differentiable approximation (Decision Machines eq. 12-13): leaf probabilities as products of sigmoids at temperature tau; exact only as tau -> 0",
+            constant_bytes=soft.constant_bytes,
+            bytes_per_row=soft.bytes_per_row,
+        ),
+        FormSpec(
+            name="softmax",
+            build=soft.build_softmax,
+            exact=False,
+            summary="differentiable approximation (Decision Machines eq. 11, Rethink Traversal Alg. 5): softmax over the leaves' template scores at temperature tau; exact only as tau -> 0",
+            constant_bytes=soft.constant_bytes,
+            bytes_per_row=soft.bytes_per_row,
+        ),
     )
 }
 
-DEFAULT_FORM = "sign"
+#: Not a form: picks the fastest exact form within the memory budget (tree2mat.forms.auto).
+AUTO = "auto"
+DEFAULT_FORM = AUTO
 
-__all__ = ["DEFAULT_FORM", "DEFAULT_OPSET", "FORMS", "MIN_OPSET", "FormSpec", "GraphOptions"]
+__all__ = ["AUTO", "DEFAULT_FORM", "DEFAULT_OPSET", "FORMS", "MIN_OPSET", "FormSpec", "GraphOptions"]

@@ -10,11 +10,12 @@ import onnx
 
 from tree2mat.forms import _heads, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions, tensor_info
+from tree2mat.errors import UnsupportedModelError
 from tree2mat.ir.core import Ensemble
 
-#: ``exit_leaf(g, ens, st, x)``: from the compared input ``x`` [N, F] to the leaf ids [T, N]
-#: int64, named ``_layout.LEAF_TENSOR``.
-ExitLeaf = Callable[[GraphBuilder, Ensemble, _layout.Stacked, str], str]
+#: ``exit_leaf(g, ens, st, x, opts)``: from the compared input ``x`` [N, F] to the leaf ids
+#: [T, N] int64, named ``_layout.LEAF_TENSOR``.
+ExitLeaf = Callable[[GraphBuilder, Ensemble, _layout.Stacked, str, GraphOptions], str]
 
 
 def padded_matrices(ens: Ensemble, st: _layout.Stacked, matrix: Callable, pad_row: float) -> np.ndarray:
@@ -46,15 +47,42 @@ def trees_first(g: GraphBuilder, st: _layout.Stacked, bits: str, hint: str) -> s
     return g.op("Transpose", [g.op("Reshape", [bits, shape], f"{hint}_rows")], f"{hint}_trees", perm=[1, 0, 2])
 
 
+#: Element types of the path-matching MatMul, and the largest integer each holds exactly. Only
+#: integers pass through it (entries -1, 0, 1; sums bounded by the depth or the node count).
+MATMUL_DTYPES = {"float32": 2**24, "float16": 2**11, "int8": 2**31 - 1}
+
+
+def path_scores(g: GraphBuilder, st: _layout.Stacked, indicator: str, matrix: np.ndarray, matmul: str, bound: int, hint: str) -> str:
+    """``indicator`` [N, T * I] (float32, entries -1/0/1) times ``matrix`` [T, I, L] per tree,
+    as float32 [T, N, L], with the MatMul in ``matmul``: float32, float16 (MatMul), or int8
+    (MatMulInteger, int32 accumulation). ``bound``: the largest |partial sum| the product can
+    reach; refused where ``matmul`` cannot hold it exactly."""
+    if bound > MATMUL_DTYPES[matmul]:
+        raise UnsupportedModelError(
+            f"--matmul {matmul} holds integers up to {MATMUL_DTYPES[matmul]} exactly; this model's "
+            f"path sums reach {bound}; use --matmul float32 or int8"
+        )
+    rows = trees_first(g, st, indicator, hint)
+    if matmul == "float32":
+        return g.op("MatMul", [rows, g.const(matrix.astype(np.float32), f"{hint}_matrix")], f"{hint}_scores")
+    if matmul == "float16":
+        rows16 = g.op("Cast", [rows], f"{hint}_f16", to=onnx.TensorProto.FLOAT16)
+        scores = g.op("MatMul", [rows16, g.const(matrix.astype(np.float16), f"{hint}_matrix")], f"{hint}_scores_f16")
+    else:
+        rows8 = g.op("Cast", [rows], f"{hint}_i8", to=onnx.TensorProto.INT8)
+        scores = g.op("MatMulInteger", [rows8, g.const(matrix.astype(np.int8), f"{hint}_matrix")], f"{hint}_scores_i32")
+    return g.op("Cast", [scores], f"{hint}_scores", to=onnx.TensorProto.FLOAT)
+
+
 def build(
     ens: Ensemble, opts: GraphOptions, name: str, exit_leaf: ExitLeaf,
     constant_bytes: Callable[[Ensemble], int] = dense_constant_bytes, layout: str = "dense",
 ) -> onnx.ModelProto:
-    _layout.check_size(f"{layout} {name} layout", constant_bytes(ens))
+    _layout.check_size(f"{layout} {name} layout", name, constant_bytes(ens))
     st = _layout.stack(ens, opts.dtype)
     g = GraphBuilder(opts.opset)
     x = _layout.compared_input(g, ens, opts)
-    leaf = exit_leaf(g, ens, st, x)
+    leaf = exit_leaf(g, ens, st, x, opts)
     m = _layout.leaf_margin(g, ens, st, leaf, x)
     outputs = _heads.emit(g, ens, m, opts)
     if opts.leaves:

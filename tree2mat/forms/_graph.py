@@ -26,6 +26,10 @@ class GraphOptions:
     opset: int = DEFAULT_OPSET
     raw: bool = False
     leaves: bool = False
+    #: soft forms only: the temperature (None: the form's default).
+    temperature: float | None = None
+    #: exact matrix forms only: element type of the path-matching MatMul (float32, float16, int8).
+    matmul: str = "float32"
 
 
 ONNX_TYPE = {
@@ -111,6 +115,13 @@ class GraphBuilder:
             entry = model.metadata_props.add()
             entry.key, entry.value = key, metadata[key]
         return model
+
+
+def softplus(g: GraphBuilder, m: str, hint: str) -> str:
+    """log(1 + exp(m)) as max(m, 0) + log(1 + exp(-|m|)): no overflow, float64."""
+    neg = g.op("Neg", [g.op("Abs", [m], f"{hint}_abs")], f"{hint}_neg_abs")
+    tail = g.op("Log", [g.op("Add", [g.const(np.float64(1), f"{hint}_one"), g.op("Exp", [neg], f"{hint}_exp")], f"{hint}_one_plus")], f"{hint}_log")
+    return g.op("Add", [g.op("Max", [m, g.const(np.float64(0), f"{hint}_zero")], f"{hint}_pos"), tail], hint)
 
 
 def tensor_info(name: str, dtype: np.dtype | str, shape: Sequence[int | str]) -> onnx.ValueInfoProto:

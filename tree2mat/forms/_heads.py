@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from tree2mat.forms._graph import ONNX_TYPE, GraphBuilder, GraphOptions, tensor_info
+from tree2mat.forms._graph import ONNX_TYPE, GraphBuilder, GraphOptions, softplus, tensor_info
 from tree2mat.ir.core import BINARY_LINKS, Ensemble, LabelRule, Link, Task
 from tree2mat.ir.evaluate import isolation_cutoff, sigmoid_plateaus
 
@@ -49,6 +49,8 @@ def _labels(g: GraphBuilder, ens: Ensemble, m: str) -> str:
 def _argmax_key(g: GraphBuilder, ens: Ensemble, m: str) -> str:
     """The graph's :func:`tree2mat.ir.evaluate.argmax_key` (softmax and sigmoid links have a
     single output group)."""
+    if ens.link not in (Link.SIGMOID, Link.SOFTMAX):
+        return m
     inf = g.const(np.float64(np.inf), "inf_f64")
     if ens.link is Link.SIGMOID:
         low, high = sigmoid_plateaus()
@@ -127,10 +129,8 @@ def emit(g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions) -> list[onn
             y = g.op("Exp", [m], "exp_margin")
         elif ens.link is Link.SIGMOID:
             y = g.op("Sigmoid", [m], "sigmoid_margin")
-        elif ens.link is Link.SOFTPLUS:  # max(m, 0) + log(1 + exp(-|m|)): no overflow, float64
-            neg = g.op("Neg", [g.op("Abs", [m], "abs_margin")], "neg_abs_margin")
-            tail = g.op("Log", [g.op("Add", [g.const(np.float64(1), "one_sp"), g.op("Exp", [neg], "exp_neg")], "one_plus")], "log_tail")
-            y = g.op("Add", [g.op("Max", [m, g.const(np.float64(0), "zero_sp")], "pos_margin"), tail], "softplus_margin")
+        elif ens.link is Link.SOFTPLUS:
+            y = softplus(g, m, "softplus_margin")
         g.op("Cast", [y], out="variable", to=to)
         outs.append(tensor_info("variable", fdtype, ["N", ens.n_outputs]))
     return outs

@@ -179,20 +179,36 @@ def categorical_bytes_per_row(ens: Ensemble) -> int:
     return len(features) * width * 13 + n_nodes * 29
 
 
-def check_size(what: str, n_bytes: int) -> None:
-    if n_bytes > MAX_INITIALIZER_BYTES:
-        raise UnsupportedModelError(
-            f"the {what} needs {n_bytes / 2**30:.2f} GiB of constants, over the "
-            f"{MAX_INITIALIZER_BYTES / 2**30:.2f} GiB limit of a graph's constants; use --form "
-            "traverse (memory grows with the nodes, not nodes x leaves), or train with fewer "
-            "leaves (max_depth / max_leaf_nodes) or fewer trees"
-        )
+#: Largest node table (traverse form): beyond protobuf's 2 GiB the graph is written as ONNX
+#: external data; this cap only stops a model no machine could score.
+MAX_NODE_TABLE_BYTES = 32 * 2**30
 
 
-def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions) -> str:
+def constant_limit(form: str) -> int:
+    """The largest constants a form may build: the node table of ``traverse`` grows with the
+    nodes only; the dense forms' [T, I, L] matrices are impractical long before."""
+    return MAX_NODE_TABLE_BYTES if form == "traverse" else MAX_INITIALIZER_BYTES
+
+
+def check_size(what: str, form: str, n_bytes: int) -> None:
+    limit = constant_limit(form)
+    if n_bytes <= limit:
+        return
+    hint = (
+        "train with fewer trees or leaves" if form == "traverse" else
+        "use --form traverse (memory grows with the nodes, not nodes x leaves), or train with "
+        "fewer leaves (max_depth / max_leaf_nodes) or fewer trees"
+    )
+    raise UnsupportedModelError(
+        f"the {what} needs {n_bytes / 2**30:.2f} GiB of constants, over the {limit / 2**30:.2f} GiB "
+        f"limit of its graph's constants; {hint}"
+    )
+
+
+def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions, dtype: np.dtype | None = None) -> str:
     """The graph input, cast to the dtype the comparisons run in (sklearn trees cast float64
-    input to float32 before comparing; so does the graph)."""
-    cmp = compare_dtype(ens.source_dtype, opts.dtype)
+    input to float32 before comparing; so does the graph), or to ``dtype`` if given."""
+    cmp = compare_dtype(ens.source_dtype, opts.dtype) if dtype is None else np.dtype(dtype)
     x = "input" if cmp == np.dtype(opts.dtype) else g.op("Cast", ["input"], "x_cmp", to=1 if cmp == FLOAT32 else 11)
     if not np.isnan(ens.missing_value):
         # A value the library treats as missing (XGBoost's `missing`) becomes NaN.
@@ -219,10 +235,17 @@ def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
     left = g.op("LessOrEqual", [filled, g.const(st.threshold.reshape(flat), "threshold")], "go_left")
     if st.cat_position.size == 0:
         return left
-    both = g.op("Concat", [left, categorical_left(g, ens, st, x)], "left_all", axis=1)
+    return merge_categorical(g, st, left, categorical_left(g, ens, st, x), "go_left")
+
+
+def merge_categorical(g: GraphBuilder, st: Stacked, numeric: str, categorical: str, hint: str) -> str:
+    """A per-node tensor [N, T * I] with the categorical nodes' entries taken from
+    ``categorical`` [N, M] (``st.cat_position`` order) instead of ``numeric``."""
+    flat = st.n_trees * st.n_internal
+    both = g.op("Concat", [numeric, categorical], f"{hint}_all", axis=1)
     perm = np.arange(flat, dtype=np.int64)
     perm[st.cat_position] = flat + np.arange(st.cat_position.size)
-    return g.op("Gather", [both, g.const(perm, "cat_perm")], "go_left_cat", axis=1)
+    return g.op("Gather", [both, g.const(perm, "cat_perm")], f"{hint}_cat", axis=1)
 
 
 def categorical_left(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
@@ -318,12 +341,25 @@ def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str, x: str) 
     vals = g.op("Gather", [g.const(st.values, "leaf_values"), gidx], "tree_values", axis=0)
     if st.linear is not None:
         vals = _linear_values(g, ens, st, gidx, vals, x)
+    return _sum_trees(g, ens, st, vals, st.values.dtype)
+
+
+def weighted_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, weights: str) -> str:
+    """From leaf weights [T, N, L] (float64, summing to 1 per tree and row: the soft forms) to
+    the margin [N, K] float64: each tree's weighted leaf values, summed as :func:`leaf_margin` sums."""
+    values = st.values.astype(np.float64).reshape(st.n_trees, st.n_leaves, -1)
+    vals = g.op("MatMul", [weights, g.const(values, "leaf_values_T")], "tree_values")
+    return _sum_trees(g, ens, st, vals, np.dtype(np.float64))
+
+
+def _sum_trees(g: GraphBuilder, ens: Ensemble, st: Stacked, vals: str, acc: np.dtype) -> str:
+    """Per-tree outputs [T, N, K] (``acc``) summed over the trees, averaged (MEAN), plus the base
+    score not folded into the values; float64 [N, K]."""
     total = g.reduce_sum(vals, [0], keepdims=False, hint="margin_sum")
-    acc = st.values.dtype
     if ens.aggregation is Aggregation.MEAN:
         total = g.op("Div", [total, g.const(ens.trees_per_output().astype(acc), "n_trees")], "margin_mean")
     if np.any(st.base_rest):
-        total = g.op("Add", [total, g.const(st.base_rest, "base_score")], "margin_base")
+        total = g.op("Add", [total, g.const(st.base_rest.astype(acc), "base_score")], "margin_base")
     if acc == np.float64:
         return g.op("Identity", [total], "margin")
     return g.op("Cast", [total], "margin", to=11)

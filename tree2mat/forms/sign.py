@@ -4,7 +4,7 @@ Per tree: h = sgn(Sx - t) in {-1, +1}^I with sgn(0) = -1 (built from a compariso
 ``Sign``), template scores B h, and the exit leaf is the unique one with B h = depth, found as
 ``ArgMax(B h - depth)``. All trees run as one batched MatMul: h is [T, N, I], B^T is [T, I, L].
 Only integers (entries of h and B, sums bounded by the depth) pass through MatMul, so the result is
-exact in fp32, TF32 and fp16 alike.
+exact in fp32, TF32 and fp16 alike; ``--matmul float16`` / ``int8`` (MatMulInteger) run it so.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ def template_tensors(ens: Ensemble, st: _layout.Stacked) -> tuple[np.ndarray, np
     return bt, depth
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str) -> str:
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, opts: GraphOptions) -> str:
     left = _layout.decision_bits(g, ens, st, x)
     # h = sgn(Sx - t) with sgn(0) = -1: -1 where x <= t holds (go left), +1 where it fails.
     h = g.op("Where", [left, g.const(np.float32(-1), "minus1"), g.const(np.float32(1), "plus1")], "h")
     bt, depth = template_tensors(ens, st)
-    scores = g.op("MatMul", [_exact.trees_first(g, st, h, "h"), g.const(bt, "template_T")], "template_scores")
+    scores = _exact.path_scores(g, st, h, bt, opts.matmul, int(depth.max()), "template")
     delta = g.op("Sub", [scores, g.const(depth, "depth")], "score_minus_depth")
     return g.op("ArgMax", [delta], out=_layout.LEAF_TENSOR, axis=2, keepdims=0)
 

@@ -32,8 +32,15 @@ def _tables(ens: Ensemble, st: _layout.Stacked) -> dict[str, np.ndarray]:
     return {"left": left, "right": right, "cat": cat}
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str) -> str:
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, opts: GraphOptions) -> str:
     T, I = st.n_trees, st.n_internal
+    shape = g.op("Shape", [x], "x_shape")
+    n = g.op("Slice", [shape, g.const(np.asarray([0], np.int64), "n_start"), g.const(np.asarray([1], np.int64), "n_stop")], "n_rows")
+    ones = g.op("ConstantOfShape", [g.op("Concat", [n, g.const(np.asarray([1], np.int64), "one_col")], "ones_shape", axis=0)],
+                "ones_col", value=onnx.helper.make_tensor("one", onnx.TensorProto.INT64, [1], [1]))
+    if all(t.n_internal == 0 for t in ens.trees):  # single leaves: leaf 0 everywhere
+        leaf0 = g.op("Mul", [ones, g.const(np.zeros((1, T), np.int64), "single_leaves")], "leaf_rows")
+        return g.op("Transpose", [leaf0], out=_layout.LEAF_TENSOR, perm=[1, 0])
     tab = _tables(ens, st)
     flat = T * I
     feature = g.const(st.feature.reshape(flat), "node_feature")
@@ -47,17 +54,11 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str) -> st
         cat_of = g.const(np.maximum(tab["cat"], 0), "node_cat")
         is_cat = g.const(tab["cat"] >= 0, "node_is_cat")
     zero_i = g.const(np.int64(0), "zero_i64")
-    # Rows x trees: the current flat node (>= 0) or leaf (-1 - j); all trees start at their root.
-    roots = np.arange(T, dtype=np.int64) * I
-    shape = g.op("Shape", [x], "x_shape")
-    n = g.op("Slice", [shape, g.const(np.asarray([0], np.int64), "n_start"), g.const(np.asarray([1], np.int64), "n_stop")], "n_rows")
-    ones = g.op("ConstantOfShape", [g.op("Concat", [n, g.const(np.asarray([1], np.int64), "one_col")], "ones_shape", axis=0)],
-                "ones_col", value=onnx.helper.make_tensor("one", onnx.TensorProto.INT64, [1], [1]))
+    # Rows x trees: the current flat node (>= 0) or leaf (-1 - j); all trees start at their root
+    # (a single-leaf tree at its leaf).
+    roots = np.asarray([t * I if tree.n_internal else -1 for t, tree in enumerate(ens.trees)], np.int64)
     cur = g.op("Mul", [ones, g.const(roots[None, :], "roots")], "node0")
     depth = max(int(t.leaf_depths().max(initial=0)) for t in ens.trees)
-    if all(t.n_internal == 0 for t in ens.trees):
-        cur = g.op("Mul", [ones, g.const(np.full((1, T), -1, np.int64), "single_leaves")], "node0_leaves")
-        depth = 0
     for d in range(depth):
         inside = g.op("GreaterOrEqual", [cur, zero_i], f"inside{d}")
         node = g.op("Max", [cur, zero_i], f"node{d}")  # any valid index where the row is at a leaf

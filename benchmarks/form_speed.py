@@ -1,0 +1,127 @@
+"""Time per row of every exact form (and MatMul element type) on a range of model shapes, next
+to ``--form auto``'s estimate and pick: the measurements behind tree2mat.forms.auto's constants.
+
+Each model is converted with every exact form and variant; each graph scores the same 10 000
+rows (onnxruntime, CPU, ``--threads`` intra-op threads, best of ``--repeat`` runs after a warm-up).
+The output table says, per model, the measured time of each variant, which variant was fastest,
+and what auto picked; ``--fit`` prints least-squares constants for auto's cost model.
+
+    python benchmarks/form_speed.py --out form_speed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+import tree2mat
+from tree2mat.forms import FORMS, _layout, auto
+
+
+def models(seed: int):
+    import lightgbm as lgb
+    import xgboost as xgb
+    from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
+
+    return {
+        "sklearn GBR depth 3 x 100": lambda: GradientBoostingRegressor(n_estimators=100, max_depth=3, random_state=seed),
+        "sklearn GBR depth 6 x 100": lambda: GradientBoostingRegressor(n_estimators=100, max_depth=6, random_state=seed),
+        "sklearn RF depth 8 x 50": lambda: RandomForestRegressor(50, max_depth=8, random_state=seed, n_jobs=2),
+        "sklearn RF depth 10 x 50": lambda: RandomForestRegressor(50, max_depth=10, random_state=seed, n_jobs=2),
+        "LightGBM 7 leaves x 500": lambda: lgb.LGBMRegressor(n_estimators=500, num_leaves=7, random_state=seed, verbose=-1),
+        "LightGBM 31 leaves x 300": lambda: lgb.LGBMRegressor(n_estimators=300, num_leaves=31, random_state=seed, verbose=-1),
+        "XGBoost depth 2 x 300": lambda: xgb.XGBRegressor(n_estimators=300, max_depth=2, random_state=seed),
+        "XGBoost depth 4 x 300": lambda: xgb.XGBRegressor(n_estimators=300, max_depth=4, random_state=seed),
+        "XGBoost depth 6 x 200": lambda: xgb.XGBRegressor(n_estimators=200, max_depth=6, random_state=seed),
+    }
+
+
+def time_graph(onx, X: np.ndarray, threads: int, repeat: int) -> float:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = ort.InferenceSession(onx.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    sess.run(None, {"input": X[:100]})
+    best = np.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        sess.run(None, {"input": X})
+        best = min(best, time.perf_counter() - start)
+    return best / X.shape[0] * 1e6
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--fit", action="store_true", help="print least-squares cost-model constants")
+    args = parser.parse_args()
+    from sklearn.datasets import make_regression
+
+    X, y = make_regression(20_000, 28, random_state=args.seed)
+    X = X.astype(np.float32)
+    rows = X[:10_000]
+    variants = [(f, m) for f, spec in FORMS.items() if spec.exact for m in spec.matmul]
+    results = []
+    for name, make in models(args.seed).items():
+        model = make().fit(X, y)
+        ens = tree2mat.load(model)
+        T, I, L = _layout.padded_sizes(ens)
+        depth = max(int(t.leaf_depths().max(initial=0)) for t in ens.trees)
+        entry = {"model": name, "T": T, "I": I, "L": L, "depth": depth, "us_per_row": {},
+                 "estimate_us": {f: auto.estimated_us_per_row(f, ens) for f in ("sign", "bitvector", "traverse")},
+                 "auto": auto.choose(ens).form}
+        for form, matmul in variants:
+            onx = tree2mat.convert(model, form=form, matmul=matmul)
+            entry["us_per_row"][f"{form}/{matmul}"] = time_graph(onx, rows, args.threads, args.repeat)
+        entry["fastest"] = min(entry["us_per_row"], key=entry["us_per_row"].get)
+        results.append(entry)
+        print(json.dumps(entry), file=sys.stderr, flush=True)
+    print(report(results))
+    if args.fit:
+        print(fit(results))
+    if args.out:
+        doc = {"machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPUs, {platform.system()}",
+               "python": platform.python_version(), "onnxruntime": ort.__version__, "threads": args.threads,
+               "tree2mat": tree2mat.__version__, "results": results}
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+def report(results: list[dict]) -> str:
+    variants = list(results[0]["us_per_row"])
+    lines = ["| model | T | I | L | depth | " + " | ".join(variants) + " | fastest | auto |",
+             "|---" * (len(variants) + 7) + "|"]
+    for r in results:
+        cells = [f"{r['us_per_row'][v]:.1f}" for v in variants]
+        lines.append(f"| {r['model']} | {r['T']} | {r['I']} | {r['L']} | {r['depth']} | " + " | ".join(cells)
+                     + f" | {r['fastest']} | {r['auto']} |")
+    return "\n".join(lines)
+
+
+def fit(results: list[dict]) -> str:
+    """Least squares, no intercept: dense a*T(I+L) + b*T*I*L, traverse c*T*depth."""
+    out = []
+    for form in ("sign", "bitvector"):
+        A = np.asarray([[r["T"] * (r["I"] + r["L"]), r["T"] * r["I"] * r["L"]] for r in results], float)
+        t = np.asarray([r["us_per_row"][f"{form}/float32"] for r in results])
+        (a, b), *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)  # relative error
+        out.append(f"{form}: per node {a:.3g} us, per product {b:.3g} us")
+    A = np.asarray([[r["T"] * r["depth"]] for r in results], float)
+    t = np.asarray([r["us_per_row"]["traverse/float32"] for r in results])
+    (c,), *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)
+    out.append(f"traverse: per tree and level {c:.3g} us")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,109 @@
+"""``--form auto``: the fastest exact form that fits a memory budget, chosen by a cost model.
+
+The choice must be deterministic (same model, same bytes), so it is not timed at convert time:
+each exact form's time per row is estimated from the padded sizes with constants fitted to
+measurements (benchmarks/form_speed.py, recorded in benchmarks/RESULTS.md):
+
+- dense matrix forms (sign, bitvector): ``a * T * (I + L) + b * T * I * L`` (per-node and
+  per-leaf passes, and the MatMul);
+- traverse: ``c * T * D`` (a few gathers per tree and level).
+
+On the CPU (2-core AVX-512, onnxruntime 1.31) sign was never clearly faster than bitvector (once
+ahead by 10 %, within the run-to-run spread, once behind by 20 %), and the cost model never picks
+it there; the estimates are listed for all three. No GPU was available to fit CUDA constants:
+the choice is the CPU one on every device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tree2mat.errors import OptionError, UnsupportedModelError
+from tree2mat.forms import _layout
+from tree2mat.ir.core import Ensemble
+
+#: Rows per run the memory budget is checked for (constants + this many rows' intermediates).
+BUDGET_ROWS = 10_000
+#: Default memory budget, bytes.
+DEFAULT_MAX_MEMORY = 4 * 2**30
+#: Cost-model constants, microseconds (benchmarks/form_speed.py fits them).
+DENSE_PER_NODE_US = {"sign": 0.00455, "bitvector": 0.00374}
+DENSE_PER_PRODUCT_US = {"sign": 1.19e-5, "bitvector": 1.54e-5}
+TRAVERSE_PER_LEVEL_US = 0.0338
+
+
+@dataclass(frozen=True)
+class Estimate:
+    form: str
+    us_per_row: float
+    memory_bytes: int  # constants + BUDGET_ROWS rows of intermediates
+    fits: bool
+
+
+@dataclass(frozen=True)
+class Choice:
+    form: str
+    reason: str
+    estimates: tuple[Estimate, ...]
+
+
+def estimated_us_per_row(form: str, ens: Ensemble) -> float:
+    T, I, L = _layout.padded_sizes(ens)
+    if form == "traverse":
+        depth = max(int(t.leaf_depths().max(initial=0)) for t in ens.trees)
+        return TRAVERSE_PER_LEVEL_US * T * max(depth, 1)
+    return DENSE_PER_NODE_US[form] * T * (I + L) + DENSE_PER_PRODUCT_US[form] * T * I * L
+
+
+def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY) -> Choice:
+    """The exact form auto picks for ``ens`` within ``max_memory`` bytes, and why."""
+    from tree2mat.forms import FORMS
+
+    estimates = []
+    for name in ("bitvector", "sign", "traverse"):
+        spec = FORMS[name]
+        constants = spec.constant_bytes(ens)
+        memory = constants + spec.bytes_per_row(ens) * BUDGET_ROWS
+        fits = memory <= max_memory and constants <= _layout.constant_limit(name)
+        estimates.append(Estimate(name, estimated_us_per_row(name, ens), memory, fits))
+    fitting = [e for e in estimates if e.fits]
+    if not fitting:
+        least = min(estimates, key=lambda e: e.memory_bytes)
+        raise _budget_error(least, max_memory)
+    best = min(fitting, key=lambda e: e.us_per_row)
+    others = [e for e in estimates if e is not best]
+    parts = [
+        f"{e.form} {e.us_per_row:.3g} us" if e.fits else f"{e.form} over the memory budget ({_gib(e.memory_bytes)})"
+        for e in others
+    ]
+    reason = (
+        f"fastest exact form within {_gib(max_memory)} for {BUDGET_ROWS} rows: estimated {best.us_per_row:.3g} us "
+        f"per row on the CPU, {_gib(best.memory_bytes)} (vs {'; '.join(parts)})"
+    )
+    return Choice(best.form, reason, tuple(estimates))
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def _budget_error(least: Estimate, max_memory: int) -> Exception:
+    return UnsupportedModelError(
+        f"no exact form fits --max-memory {_gib(max_memory)}: the smallest, {least.form}, needs about "
+        f"{_gib(least.memory_bytes)} for {BUDGET_ROWS} rows; raise --max-memory"
+    )
+
+
+def parse_memory(text: str) -> int:
+    """Bytes from ``4G``, ``512M``, ``1.5GiB``, ``2000000`` (K/M/G/T are powers of 1024)."""
+    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    s = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    unit = s[-1:] if s[-1:] in units and s[-1:] != "" and not s[-1:].isdigit() else ""
+    number = s[: len(s) - len(unit)].strip()
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        raise OptionError(f"--max-memory {text!r}: expected a size such as 4G, 512M or 2000000") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise OptionError(f"--max-memory {text!r}: must be a positive size")
+    return int(value)

@@ -1,0 +1,163 @@
+"""The differentiable forms ``soft`` and ``softmax``: approximations of the model, exact only in
+the limit of the temperature ``tau`` going to 0.
+
+Both start from one logit per node, ``lambda = (t' - x + h) / tau``: positive where the hard test
+``x <= t'`` sends the row left. ``t'`` is the exact forms' threshold (so the limit is the exact
+model, ``<`` splits included) and ``h`` is half the gap from ``t'`` to the next value of the
+compare dtype, so that no input of that dtype sits on the boundary itself: every row has a hard
+side that the soft routing approaches. ``tau`` is in the units of the input features.
+
+- ``soft`` (Decision Machines eq. 12-13; End-to-End Learning eq. 1-5, steepness 1/tau): a leaf's
+  probability is the product of sigmoids along its path, computed as
+  ``p = exp(B- log s(lambda) + B+ log s(-lambda))`` with ``B-``/``B+`` the left/right parts of the
+  template matrix; output ``sum_l p_l v_l``.
+- ``softmax`` (Decision Machines eq. 11; Rethink Traversal Alg. 5-6, attention over leaves): with
+  the smooth sign ``h = tanh(-lambda)``, leaf weights ``softmax((B h - depth) / tau)``. The template
+  score ``B h`` is bounded by the depth, which makes the exit leaf's score 0 and every other
+  leaf's at most -2 in the limit; eq. 11's raw ``K (Sx - t)`` has feature units and need not pick
+  the exit leaf at any temperature.
+
+The path from the input to the float outputs has no ArgMax, Sign or comparison: comparisons only
+choose, in ``Where``, the constant logits of missing values (NaN, LightGBM's Zero) and of
+categorical nodes, whose test stays hard (a category has no neighbour to be close to). The label
+of a classifier is the argmax of its probabilities, as for any classifier. Logits are clipped to
++-1e4 (beyond it, sigmoid and tanh are 0 or 1 in float64). All arithmetic is float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from tree2mat.errors import UnsupportedModelError
+from tree2mat.forms import _exact, _heads, _layout, sign
+from tree2mat.forms._graph import GraphBuilder, GraphOptions, softplus, tensor_info
+from tree2mat.ir.core import Ensemble
+
+#: Default temperature (in input-feature units).
+DEFAULT_TEMPERATURE = 1.0
+#: Logits are clipped to +-LOGIT_CAP: sigmoid/tanh are already 0 or 1 there in float64, and a
+#: finite log-probability keeps 0 x log(0) out of the MatMul.
+LOGIT_CAP = 1e4
+#: Log-weight of a padding leaf (softmax: times the temperature if above 1): its weight is 0.
+PAD_SCORE = -1e6
+
+
+def half_gaps(threshold: np.ndarray) -> np.ndarray:
+    """Per threshold ``t'`` (its dtype: the compare dtype), half the distance to the next
+    representable value above it, as float64; 0 for infinite thresholds."""
+    t = np.asarray(threshold)
+    with np.errstate(over="ignore", invalid="ignore"):
+        up = np.nextafter(t, t.dtype.type(np.inf)).astype(np.float64)
+        down = np.nextafter(t, t.dtype.type(-np.inf)).astype(np.float64)
+        t64 = t.astype(np.float64)
+        gap = np.where(np.isfinite(up), up - t64, t64 - down)  # at the largest finite value: below
+        half = np.where(np.isfinite(t64), gap / 2, 0.0)
+    # Below float64's smallest gap (t' = 0 in float64) the half rounds to 0; keep it positive.
+    return np.where(np.isfinite(t64), np.maximum(half, np.float64(5e-324)), 0.0)
+
+
+def node_logits(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, x_cmp: str, tau: float) -> str:
+    """Float64 [N, T * I]: per node ``(t' - x + h) / tau`` clipped to +-LOGIT_CAP; +-CAP where
+    the value is missing (by where it goes) and at categorical nodes (their codes are taken
+    from ``x_cmp``, the input in the compare dtype)."""
+    flat = st.n_trees * st.n_internal
+    x64 = g.op("Cast", [x], "x_f64", to=onnx.TensorProto.DOUBLE)
+    gathered = g.op("Gather", [x64, g.const(st.feature.reshape(flat), "node_feature")], "x_nodes", axis=1)
+    missing = g.op("IsNaN", [gathered], "x_isnan")
+    if st.zero_missing is not None:
+        zero = g.op("Equal", [gathered, g.const(np.float64(0), "zero_f64")], "x_zero")
+        missing = g.op("Or", [missing, g.op("And", [zero, g.const(st.zero_missing, "zero_missing")], "x_zm")], "x_missing_node")
+    t = st.threshold.reshape(flat)
+    diff = g.op("Sub", [g.const(t.astype(np.float64), "threshold_f64"), gathered], "t_minus_x")
+    diff = g.op("Add", [diff, g.const(half_gaps(t), "half_gap")], "t_minus_x_h")
+    # inf - inf (x = t' = +-inf): x <= t' holds, the row goes left.
+    diff = g.op("Where", [g.op("IsNaN", [diff], "diff_isnan"), g.const(np.float64(np.inf), "inf_f64"), diff], "diff")
+    cap = np.float64(LOGIT_CAP)
+    logit = g.op("Clip", [g.op("Div", [diff, g.const(np.float64(tau), "temperature")], "logit_raw"),
+                          g.const(-cap, "logit_low"), g.const(cap, "logit_high")], "logit_clipped")
+    fill = np.where(np.isneginf(st.nan_fill.reshape(flat)), cap, -cap)  # -inf fill: missing goes left
+    logit = g.op("Where", [missing, g.const(fill, "missing_logit"), logit], "logit_numeric")
+    if st.cat_position.size == 0:
+        return logit
+    cat = g.op("Where", [_layout.categorical_left(g, ens, st, x_cmp), g.const(cap, "cat_logit_left"),
+                         g.const(-cap, "cat_logit_right")], "cat_logit")
+    return _layout.merge_categorical(g, st, logit, cat, "logit")
+
+
+def _template(ens: Ensemble, st: _layout.Stacked) -> tuple[np.ndarray, np.ndarray]:
+    """The sign form's B^T [T, I, L] and depths [T, 1, L] in float64, padding leaves with depth
+    ``-PAD_SCORE`` (so that their score is PAD_SCORE)."""
+    bt, depth = sign.template_tensors(ens, st)
+    depth = depth.astype(np.float64)
+    for t, tree in enumerate(ens.trees):
+        depth[t, 0, tree.n_leaves :] = -PAD_SCORE
+    return bt.astype(np.float64), depth
+
+
+def soft_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str) -> str:
+    """Leaf probabilities [T, N, L]: products of sigmoids along each path."""
+    bt, depth = _template(ens, st)
+    left, right = np.where(bt < 0, 1.0, 0.0), np.where(bt > 0, 1.0, 0.0)
+    log_left = g.op("Neg", [softplus(g, g.op("Neg", [logit], "neg_logit"), "sp_left")], "log_p_left")
+    log_right = g.op("Neg", [softplus(g, logit, "sp_right")], "log_p_right")
+    both = g.op("Concat", [_exact.trees_first(g, st, log_left, "log_left"), _exact.trees_first(g, st, log_right, "log_right")], "log_p_nodes", axis=2)
+    paths = g.const(np.concatenate([left, right], axis=1), "path_matrix")  # [T, 2I, L]
+    log_p = g.op("MatMul", [both, paths], "log_p_leaves")
+    pad = np.where(depth == -PAD_SCORE, PAD_SCORE, 0.0)
+    log_p = g.op("Add", [log_p, g.const(pad, "pad_leaves")], "log_p_padded")
+    return g.op("Exp", [log_p], "leaf_weights")
+
+
+def softmax_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str, tau: float) -> str:
+    """Leaf weights [T, N, L]: softmax over the leaves of (B tanh(-logit) - depth) / tau."""
+    bt, depth = _template(ens, st)
+    depth = np.where(depth == -PAD_SCORE, depth * max(1.0, tau), depth)  # padding: weight 0 at any tau
+    h = g.op("Tanh", [g.op("Neg", [logit], "neg_logit")], "h_soft")
+    scores = g.op("MatMul", [_exact.trees_first(g, st, h, "h"), g.const(bt, "template_T")], "template_scores")
+    scores = g.op("Sub", [scores, g.const(depth, "depth")], "score_minus_depth")
+    scaled = g.op("Div", [scores, g.const(np.float64(tau), "temperature_scores")], "scores_scaled")
+    return g.op("Softmax", [scaled], "leaf_weights", axis=2)
+
+
+def constant_bytes(ens: Ensemble) -> int:
+    """Bytes of the float64 path matrix [T, 2I, L] and leaf values."""
+    T, I, L = _layout.padded_sizes(ens)
+    return T * 2 * I * L * 8 + T * L * ens.n_outputs * 8
+
+
+def bytes_per_row(ens: Ensemble) -> int:
+    T, I, L = _layout.padded_sizes(ens)
+    return T * (I * 8 * 10 + L * 8 * 4 + ens.n_outputs * 8) + _layout.categorical_bytes_per_row(ens)
+
+
+def _build(ens: Ensemble, opts: GraphOptions, name: str) -> onnx.ModelProto:
+    if any(t.is_linear for t in ens.trees):
+        raise UnsupportedModelError(f"the {name} form does not support linear leaves (LightGBM linear_tree); use an exact form")
+    if opts.leaves:
+        raise UnsupportedModelError(f"the {name} form has no exit leaf to output (--leaves); use an exact form")
+    _layout.check_size(f"dense {name} layout", name, constant_bytes(ens))
+    tau = DEFAULT_TEMPERATURE if opts.temperature is None else opts.temperature
+    st = _layout.stack(ens, opts.dtype)
+    g = GraphBuilder(opts.opset)
+    # Exact forms compare in the library's dtype (sklearn: float32 even for float64 input); the
+    # soft forms take the input as given, so that the graph is smooth in it (a float32 cast
+    # would make it a staircase). Categorical codes still use the library's dtype.
+    x = _layout.compared_input(g, ens, opts, dtype=opts.dtype)
+    x_cmp = x if st.threshold.dtype == np.dtype(opts.dtype) else _layout.compared_input(g, ens, opts)
+    logit = node_logits(g, ens, st, x, x_cmp, tau)
+    weights = soft_weights(g, ens, st, logit) if name == "soft" else softmax_weights(g, ens, st, logit, tau)
+    m = _layout.weighted_margin(g, ens, st, weights)
+    outputs = _heads.emit(g, ens, m, opts)
+    inputs = [tensor_info("input", opts.dtype, ["N", ens.n_features])]
+    doc = f"tree2mat {name} form of {ens.source} at temperature {tau:g} (an approximation: exact only as the temperature goes to 0)"
+    return g.model(inputs, outputs, doc=doc, metadata={"tree2mat.temperature": repr(float(tau))})
+
+
+def build_soft(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
+    return _build(ens, opts, "soft")
+
+
+def build_softmax(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
+    return _build(ens, opts, "softmax")
+
