@@ -64,7 +64,7 @@ def convert(
     opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset, 13 to 26 (default 26, the newest the pinned onnxruntime runs)."),
     raw: bool = typer.Option(False, "--raw", help="Output the margin before the link (label kept for classifiers)."),
     leaves: bool = typer.Option(False, "--leaves", help="Add a 'leaves' output [N, trees] with each row's leaf ids (exact forms)."),
-    max_memory: str = typer.Option("4G", "--max-memory", help="--form auto: memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G, 512M."),
+    max_memory: Optional[str] = typer.Option(None, "--max-memory", help="--form auto: memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G (the default), 512M."),
     temperature: Optional[float] = typer.Option(None, "--temperature", help="soft/softmax forms: temperature, in input-feature units (default 1); the graph is exact only as it goes to 0."),
     matmul: str = typer.Option("float32", "--matmul", help="sign/bitvector forms: element type of the path-matching MatMul: float32, float16 or int8 (MatMulInteger); exact in each."),
 ) -> None:
@@ -75,12 +75,13 @@ def convert(
 
     onx = tree2mat.convert(
         model, form, dtype=dtype, opset=DEFAULT_OPSET if opset is None else opset, raw=raw, leaves=leaves,
-        temperature=temperature, matmul=matmul, max_memory=parse_memory(max_memory),
+        temperature=temperature, matmul=matmul, max_memory=None if max_memory is None else parse_memory(max_memory),
     )
-    from tree2mat.convert import EXTERNAL_DATA_SUFFIX, needs_external_data
+    from tree2mat.convert import external_data_file
 
     size = tree2mat.save(onx, output)
-    where = f"{_human(size)}, constants in {output.name}{EXTERNAL_DATA_SUFFIX}: keep both files together" if needs_external_data(onx) else _human(size)
+    data = external_data_file(output)
+    where = _human(size) if data is None else f"{_human(size)}, constants in {data.name}: keep both files together"
     meta = {p.key: p.value for p in onx.metadata_props}
     outs = ", ".join(_describe(o) for o in onx.graph.output)
     picked = meta["tree2mat.form"]

@@ -23,6 +23,7 @@ from tree2mat.forms import FORMS, auto
 XB, YB = load_breast_cancer(return_X_y=True)
 XI, YI = load_iris(return_X_y=True)
 XD, YD = load_diabetes(return_X_y=True)
+CONVERT = importlib.import_module("tree2mat.convert")  # (the module; tree2mat.convert is the function)
 
 
 def _meta(onx: onnx.ModelProto) -> dict[str, str]:
@@ -110,19 +111,39 @@ def test_graph_over_the_protobuf_limit_is_written_as_external_data(tmp_path, cap
     import joblib
 
     joblib.dump(model, tmp_path / "m.joblib")
-    monkeypatch.setattr(importlib.import_module("tree2mat.convert"), "EXTERNAL_DATA_BYTES", 1000)
-    assert main(["convert", str(tmp_path / "m.joblib"), "-o", str(tmp_path / "m.onnx"), "--form", "sign"]) == 0
+    graph = tmp_path / "m.onnx"
+    graph.write_bytes(tree2mat.convert(model, form="sign").SerializeToString())  # an earlier, small graph
+    monkeypatch.setattr(CONVERT, "EXTERNAL_DATA_BYTES", 1000)
+    assert main(["convert", str(tmp_path / "m.joblib"), "-o", str(graph), "--form", "sign"]) == 0
     out = capsys.readouterr().out
-    assert "constants in m.onnx.data" in out
-    graph, data = tmp_path / "m.onnx", tmp_path / "m.onnx.data"
+    data = CONVERT.external_data_file(graph)
+    assert data is not None and f"constants in {data.name}" in out
     assert data.stat().st_size > graph.stat().st_size
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.joblib", "m.onnx", "m.onnx.data"]  # no temporaries left
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["m.joblib", "m.onnx", data.name])  # no temporaries
     sess = ort.InferenceSession(str(graph), providers=["CPUExecutionProvider"])  # onnxruntime finds the data
     labels = sess.run(["label"], {"input": XI.astype(np.float32)})[0]
     np.testing.assert_array_equal(labels, model.predict(XI))
     assert main(["verify", str(tmp_path / "m.joblib"), str(graph), "--rows", "200"]) == 0
-    # The in-memory model is left whole by save.
-    onx = tree2mat.convert(model, form="sign")
+    # Another model over the same path: its own data file, and the old one is gone.
+    other = RandomForestClassifier(n_estimators=4, max_depth=4, random_state=1).fit(XI, YI)
+    joblib.dump(other, tmp_path / "m.joblib")
+    assert main(["convert", str(tmp_path / "m.joblib"), "-o", str(graph), "--form", "sign"]) == 0
+    new = CONVERT.external_data_file(graph)
+    assert new != data and not data.exists() and new.exists()
+    assert main(["verify", str(tmp_path / "m.joblib"), str(graph), "--rows", "200"]) == 0
+    # save leaves the in-memory model as it was, and the same model gives the same bytes.
+    onx = tree2mat.convert(other, form="sign")
     before = onx.SerializeToString()
     tree2mat.save(onx, tmp_path / "again.onnx")
     assert onx.SerializeToString() == before
+    # Through a symbolic link, a graph with a side file is refused (the data would not be found).
+    (tmp_path / "link.onnx").symlink_to(graph)
+    assert main(["convert", str(tmp_path / "m.joblib"), "-o", str(tmp_path / "link.onnx"), "--form", "sign"]) == 2
+    assert "symbolic link" in capsys.readouterr().err
+
+
+def test_one_constant_past_2_gib_is_refused(monkeypatch):
+    monkeypatch.setattr(importlib.import_module("tree2mat.forms._graph"), "MAX_TENSOR_BYTES", 1000)
+    model = RandomForestClassifier(n_estimators=5, max_depth=5, random_state=0).fit(XI, YI)
+    with pytest.raises(UnsupportedModelError, match="at most 2 GiB in one tensor"):
+        tree2mat.convert(model, form="traverse")

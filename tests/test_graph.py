@@ -144,6 +144,11 @@ def test_float16_path_sums_past_2048_are_refused():
     assert tree2mat.load(model).trees[0].n_internal > 2048  # (the premise)
     with pytest.raises(UnsupportedModelError, match="--matmul float16 holds integers up to 2048 exactly"):
         tree2mat.convert(model, form="bitvector", matmul="float16")
-    # int8 (int32 sums) has no such limit, and stays exact.
+    # At the limit itself (2 048 nodes) float16 is exact; int8 (int32 sums) has no such limit.
+    edge = DecisionTreeRegressor(max_leaf_nodes=2049, random_state=0).fit(X, rng.normal(size=6000))
+    assert tree2mat.load(edge).trees[0].n_internal == 2048
+    for form in ("bitvector", "sign"):
+        report = tree2mat.verify(edge, tree2mat.convert(edge, form=form, matmul="float16"), X[:200])
+        assert report.passed, report.summary()
     report = tree2mat.verify(model, tree2mat.convert(model, form="bitvector", matmul="int8"), X[:300])
     assert report.passed, report.summary()

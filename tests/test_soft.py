@@ -149,7 +149,7 @@ def test_soft_forms_refuse_what_they_cannot_do():
     with pytest.raises(UnsupportedModelError, match="linear leaves"):
         tree2mat.convert(lin, form="soft")
     rf = RandomForestClassifier(n_estimators=2, max_depth=3, random_state=0).fit(XI, YI)
-    with pytest.raises(UnsupportedModelError, match="no exit leaf"):
+    with pytest.raises(OptionError, match="no exit leaf"):
         tree2mat.convert(rf, form="softmax", leaves=True)
     with pytest.raises(OptionError, match="soft forms"):
         tree2mat.convert(rf, form="sign", temperature=0.5)

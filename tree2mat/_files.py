@@ -60,25 +60,27 @@ def atomic_write(path: str | Path, data: bytes) -> int:
 
 
 def atomic_write_files(path: str | Path, write: Callable[[Path], None], companions: tuple[str, ...]) -> int:
-    """Write a file and its companion files (``path`` + each suffix in ``companions``) atomically
-    as a set: ``write(tmp)`` writes them under a temporary folder in the target folder, then they
-    are renamed into place, companions first. Returns the bytes written in all."""
+    """Write a file and companion files beside it (``companions``: their names) as a set:
+    ``write(tmp)`` writes ``tmp`` (named as ``path``) and the companions into a temporary folder
+    in the target folder; then the companions are renamed into place, and the file last, so that
+    the file never refers to companions that are not there yet. Returns the bytes written."""
+    if Path(path).is_symlink():
+        raise OptionError(f"{path}: a file with companion files is not written through a symbolic link; give the real path")
     path = writable_target(path)
-    for suffix in companions:
-        writable_target(path.with_name(path.name + suffix))
+    for name in companions:
+        writable_target(path.with_name(name))
     try:
         tmpdir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     except OSError as exc:
         raise Tree2MatError(f"{path}: cannot write: {exc.strerror or exc}") from exc
     try:
-        tmp = tmpdir / path.name
-        write(tmp)
+        write(tmpdir / path.name)
         total = 0
-        for suffix in (*companions, ""):
-            part = tmpdir / (path.name + suffix)
+        for name in (*companions, path.name):
+            part = tmpdir / name
             os.chmod(part, _mode_for(path))
             total += part.stat().st_size
-            os.replace(part, path.with_name(path.name + suffix))
+            os.replace(part, path.with_name(name))
         return total
     except OSError as exc:
         raise Tree2MatError(f"{path}: cannot write: {exc.strerror or exc}") from exc

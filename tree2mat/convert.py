@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +11,7 @@ import numpy as np
 import onnx
 
 from tree2mat import frontends
-from tree2mat._files import atomic_write, atomic_write_files
+from tree2mat._files import atomic_write, atomic_write_files, writable_target
 from tree2mat.errors import OptionError
 from tree2mat.forms._layout import LEAF_TENSOR
 from tree2mat.forms import AUTO, DEFAULT_FORM, DEFAULT_OPSET, FORMS, MIN_OPSET, GraphOptions, auto
@@ -18,13 +20,16 @@ from tree2mat.ir.core import Ensemble
 DTYPES = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 
 #: A graph whose constants pass this many bytes cannot be one protobuf message (2 GiB limit): it
-#: is written with its constants in a side file (ONNX external data, ``<file>.data``).
+#: is written with its constants in a side file (ONNX external data, ``<file>.<digest>.data``).
 EXTERNAL_DATA_BYTES = 2**31 - 2**26
-EXTERNAL_DATA_SUFFIX = ".data"
+#: Constants smaller than this stay in the graph file.
+EXTERNAL_MIN_BYTES = 1024
+#: Offsets of tensors in the data file are multiples of this (memory-mappable).
+EXTERNAL_ALIGN = 4096
 
 
 def needs_external_data(model: onnx.ModelProto) -> bool:
-    return sum(t.ByteSize() for t in model.graph.initializer) > EXTERNAL_DATA_BYTES
+    return sum(len(t.raw_data) for t in model.graph.initializer) > EXTERNAL_DATA_BYTES
 
 
 def load(model_or_path: Any) -> Ensemble:
@@ -44,6 +49,8 @@ def graph_options(
             raise OptionError(f"--temperature applies to the soft forms ({', '.join(n for n, f in FORMS.items() if not f.exact)}), not to the exact form {form}")
         if not (np.isfinite(temperature) and temperature > 0):
             raise OptionError(f"--temperature must be a finite number > 0, got {temperature}")
+    if leaves and not spec.exact:
+        raise OptionError(f"--leaves needs an exact form: the {form} form has no exit leaf")
     if matmul not in spec.matmul:
         which = ", ".join(n for n, f in FORMS.items() if len(f.matmul) > 1)
         raise OptionError(
@@ -70,12 +77,12 @@ def convert(
     leaves: bool = False,
     temperature: float | None = None,
     matmul: str = "float32",
-    max_memory: int = auto.DEFAULT_MAX_MEMORY,
+    max_memory: int | None = None,
 ) -> onnx.ModelProto:
     """Convert a fitted tree model (object, file path or ``Ensemble``) to an ONNX model.
 
     ``form``: one of ``FORMS``, or ``auto`` (the default): the fastest exact form whose constants
-    and intermediates for 10 000 rows fit ``max_memory`` bytes (the graph's metadata
+    and intermediates for 10 000 rows fit ``max_memory`` bytes (default 4 GiB; the graph's metadata
     ``tree2mat.form`` and ``tree2mat.auto`` say which and why). ``temperature``: soft forms
     only (default 1, in input-feature units). ``matmul``: the path-matching MatMul's element type (float32, or float16 / int8 for
     the sign and bitvector forms; exact in every case).
@@ -91,14 +98,17 @@ def convert(
     if form == AUTO:
         if temperature is not None or matmul != "float32":
             raise OptionError("--temperature and --matmul need an explicit --form (auto picks an exact float32 form)")
-        if not max_memory > 0:
-            raise OptionError(f"--max-memory must be positive, got {max_memory}")
+        budget = auto.DEFAULT_MAX_MEMORY if max_memory is None else max_memory
+        if not budget > 0:
+            raise OptionError(f"--max-memory must be positive, got {budget}")
         graph_options(dtype, opset, raw, leaves)  # options checked before the model is read
         ens = load(model_or_path)
-        choice = auto.choose(ens, max_memory)
+        choice = auto.choose(ens, budget)
         form, reason = choice.form, choice.reason
         opts = graph_options(dtype, opset, raw, leaves, form)
     else:
+        if max_memory is not None:
+            raise OptionError(f"--max-memory applies to --form auto, not to an explicit form ({form})")
         opts = graph_options(dtype, opset, raw, leaves, form, temperature, matmul)
         ens = load(model_or_path)
     model = FORMS[form].build(ens, opts)
@@ -133,24 +143,93 @@ def save(model: onnx.ModelProto, path: str | Path) -> int:
     file is replaced only on success. Returns the number of bytes written.
 
     A graph over the protobuf limit (:func:`needs_external_data`) is written as ONNX external
-    data: ``path`` holds the graph, ``path + ".data"`` its constants (keep them side by side;
-    onnxruntime and ``onnx.load`` find the data by that name); the written file is checked with
-    ``onnx.checker`` (full check) before it replaces anything."""
+    data: ``path`` holds the graph, ``<name>.<digest>.data`` beside it its constants (keep them
+    together; onnxruntime and ``onnx.load`` find the data by that name, see
+    :func:`external_data_file`). The written graph is checked with ``onnx.checker`` (full check)
+    before it replaces anything; a data file the replaced graph used is deleted afterwards."""
+    target = writable_target(path)
+    old = _own_data_files(target)
     if not needs_external_data(model):
-        return atomic_write(path, model.SerializeToString())
-    return atomic_write_files(path, lambda tmp: write_external(model, tmp), (EXTERNAL_DATA_SUFFIX,))
+        written = atomic_write(path, model.SerializeToString())
+        keep = None
+    else:
+        keep = f"{target.name}.{_digest(model)}.data"
+        written = atomic_write_files(path, lambda tmp: write_external(model, tmp, keep), (keep,))
+    for name in old - {keep}:
+        target.with_name(name).unlink(missing_ok=True)
+    return written
 
 
-def write_external(model: onnx.ModelProto, path: Path) -> None:
-    """Write ``model`` to ``path`` with its constants in ``path.data``, check the file, and
-    leave ``model`` as it was (onnx moves the constants out of the message while writing)."""
-    onnx.save_model(
-        model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-        location=path.name + EXTERNAL_DATA_SUFFIX, size_threshold=1024,
-    )
+def external_data_file(path: str | Path) -> Path | None:
+    """The data file a graph written by :func:`save` keeps its constants in, or None."""
+    names = _own_data_files(Path(path))
+    return Path(path).with_name(sorted(names)[0]) if names else None
+
+
+def _own_data_files(path: Path) -> set[str]:
+    """Names of the data files the graph at ``path`` refers to that :func:`save` could have made
+    (``<name>.<hex>.data`` in the same folder); empty when ``path`` is no readable graph."""
+    if not path.is_file():
+        return set()
     try:
-        onnx.checker.check_model(str(path), full_check=True)
-    finally:
-        onnx.load_external_data_for_model(model, str(path.parent))
-        for tensor in model.graph.initializer:  # back to the message it was, byte for byte
-            tensor.ClearField("data_location")
+        graph = onnx.load(str(path), load_external_data=False)
+    except Exception:  # not an ONNX file (or not ours): nothing of ours to clean up
+        return set()
+    pattern = re.compile(re.escape(path.name) + r"\.[0-9a-f]{16}\.data")
+    names = set()
+    for tensor in graph.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location" and pattern.fullmatch(entry.value):
+                names.add(entry.value)
+    return names
+
+
+def _digest(model: onnx.ModelProto) -> str:
+    """A short digest of the constants: the same model always gets the same data file name."""
+    h = hashlib.sha256()
+    for tensor in model.graph.initializer:
+        h.update(tensor.name.encode())
+        h.update(tensor.raw_data)
+    return h.hexdigest()[:16]
+
+
+def write_external(model: onnx.ModelProto, path: Path, data_name: str) -> None:
+    """Write ``model`` to ``path`` with its constants of EXTERNAL_MIN_BYTES or more in
+    ``data_name`` beside it, then check the file. ``model`` is not modified: the graph file is a
+    new message that shares everything but the constants' bytes."""
+    light = onnx.ModelProto()
+    _copy_fields(model, light, skip="graph")
+    _copy_fields(model.graph, light.graph, skip="initializer")
+    offset = 0
+    with open(path.with_name(data_name), "wb") as data:
+        for tensor in model.graph.initializer:
+            if len(tensor.raw_data) < EXTERNAL_MIN_BYTES:
+                light.graph.initializer.append(tensor)
+                continue
+            out = light.graph.initializer.add()
+            out.name, out.data_type = tensor.name, tensor.data_type
+            out.dims.extend(tensor.dims)
+            out.data_location = onnx.TensorProto.EXTERNAL
+            pad = -offset % EXTERNAL_ALIGN
+            data.write(b"\0" * pad)
+            offset += pad
+            for key, value in (("location", data_name), ("offset", str(offset)), ("length", str(len(tensor.raw_data)))):
+                entry = out.external_data.add()
+                entry.key, entry.value = key, value
+            data.write(tensor.raw_data)
+            offset += len(tensor.raw_data)
+    path.write_bytes(light.SerializeToString())
+    onnx.checker.check_model(str(path), full_check=True)
+
+
+def _copy_fields(src, dst, skip: str) -> None:
+    """Copy every set field of protobuf message ``src`` into ``dst`` but ``skip``."""
+    for field, value in src.ListFields():
+        if field.name == skip:
+            continue
+        if hasattr(value, "extend"):  # repeated
+            getattr(dst, field.name).extend(value)
+        elif hasattr(value, "CopyFrom"):  # message
+            getattr(dst, field.name).CopyFrom(value)
+        else:
+            setattr(dst, field.name, value)

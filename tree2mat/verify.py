@@ -460,7 +460,7 @@ def _session(model: onnx.ModelProto, device: str) -> Any:
             return ort.InferenceSession(model.SerializeToString(), opts, providers=PROVIDERS[device])
         with tempfile.TemporaryDirectory(prefix="tree2mat-") as tmp:  # over 2 GiB: by file
             path = Path(tmp) / "graph.onnx"
-            write_external(model, path)
+            write_external(model, path, "graph.onnx.data")
             return ort.InferenceSession(str(path), opts, providers=PROVIDERS[device])
     except Exception as exc:
         raise VerificationError(f"onnxruntime cannot load the graph on {device}: {exc}") from exc

@@ -10,11 +10,15 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from tree2mat import __version__
+from tree2mat.errors import UnsupportedModelError
 
 #: Default opset: the newest the pinned onnxruntime (1.31) runs (a test checks that it still does).
 DEFAULT_OPSET = 26
 #: Oldest opset the builder supports (ReduceSum/Unsqueeze take axes as inputs from 13 on).
 MIN_OPSET = 13
+#: Largest single constant: protobuf cannot hold a tensor of 2 GiB or more, in a file or as
+#: external data (graphs past 2 GiB in all are written as external data, one tensor at a time).
+MAX_TENSOR_BYTES = 2**31 - 2**20
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,11 @@ class GraphBuilder:
 
     def const(self, array: np.ndarray | Sequence[object], hint: str) -> str:
         arr = np.asarray(array)
+        if arr.nbytes > MAX_TENSOR_BYTES:
+            raise UnsupportedModelError(
+                f"the graph's constant {hint} would need {arr.nbytes / 2**30:.2f} GiB; ONNX holds at most "
+                "2 GiB in one tensor; train with fewer trees or leaves"
+            )
         if arr.dtype.kind in "US" or arr.dtype == object:
             tensor = helper.make_tensor(
                 self.fresh(hint), TensorProto.STRING, arr.shape, [str(v).encode() for v in arr.ravel()]

@@ -57,12 +57,11 @@ def _argmax_key(g: GraphBuilder, ens: Ensemble, m: str) -> str:
         clipped = g.op("Min", [g.op("Max", [m, g.const(np.float64(low), "sigmoid_low")], "key_low"),
                                g.const(np.float64(high), "sigmoid_high")], "key_clipped")
         return g.op("Where", [g.op("IsNaN", [m], "margin_isnan"), inf, clipped], "argmax_key")
-    if ens.link is Link.SOFTMAX:
-        bad = g.op("Or", [g.op("IsNaN", [m], "margin_isnan"), g.op("IsInf", [m], "margin_isposinf", detect_negative=0)], "margin_bad")
-        count = g.reduce_sum(g.op("Cast", [bad], "margin_bad_f", to=onnx.TensorProto.FLOAT), [1], keepdims=True, hint="margin_bad_count")
-        row_bad = g.op("Greater", [count, g.const(np.float32(0), "zero_f32_key")], "row_bad")
-        return g.op("Where", [row_bad, inf, m], "argmax_key")
-    return m
+    # softmax: a row with NaN or +inf anywhere
+    bad = g.op("Or", [g.op("IsNaN", [m], "margin_isnan"), g.op("IsInf", [m], "margin_isposinf", detect_negative=0)], "margin_bad")
+    count = g.reduce_sum(g.op("Cast", [bad], "margin_bad_f", to=onnx.TensorProto.FLOAT), [1], keepdims=True, hint="margin_bad_count")
+    row_bad = g.op("Greater", [count, g.const(np.float32(0), "zero_f32_key")], "row_bad")
+    return g.op("Where", [row_bad, inf, m], "argmax_key")
 
 
 def _positive(g: GraphBuilder, link: Link, m: str) -> str:

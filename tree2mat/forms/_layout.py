@@ -222,15 +222,23 @@ def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions, dtype: np
     return x
 
 
+def node_values(g: GraphBuilder, st: Stacked, x: str, dtype: np.dtype) -> tuple[str, str]:
+    """Each node's feature value [N, T * I] (``x``, of ``dtype``), and where it counts as
+    missing (bool): NaN, or 0 at LightGBM's missing-type-Zero nodes."""
+    flat = st.n_trees * st.n_internal
+    gathered = g.op("Gather", [x, g.const(st.feature.reshape(flat), "node_feature")], "x_nodes", axis=1)
+    missing = g.op("IsNaN", [gathered], "x_isnan")
+    if st.zero_missing is not None:
+        zero = g.op("Equal", [gathered, g.const(np.dtype(dtype).type(0), "zero_cmp")], "x_zero")
+        zero = g.op("And", [zero, g.const(st.zero_missing, "zero_missing")], "x_zero_missing")
+        missing = g.op("Or", [missing, zero], "x_missing_node")
+    return gathered, missing
+
+
 def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
     """Bool [N, T * I]: True where the node sends the row left (the test ``x <= t`` holds)."""
     flat = st.n_trees * st.n_internal
-    gathered = g.op("Gather", [x, g.const(st.feature.reshape(flat), "node_feature")], "x_nodes", axis=1)
-    isnan = g.op("IsNaN", [gathered], "x_isnan")
-    if st.zero_missing is not None:  # LightGBM missing type Zero: 0 is missing at these nodes
-        zero = g.op("Equal", [gathered, g.const(st.threshold.dtype.type(0), "zero_cmp")], "x_zero")
-        zero = g.op("And", [zero, g.const(st.zero_missing, "zero_missing")], "x_zero_missing")
-        isnan = g.op("Or", [isnan, zero], "x_missing_node")
+    gathered, isnan = node_values(g, st, x, st.threshold.dtype)
     filled = g.op("Where", [isnan, g.const(st.nan_fill.reshape(flat), "nan_fill"), gathered], "x_filled")
     left = g.op("LessOrEqual", [filled, g.const(st.threshold.reshape(flat), "threshold")], "go_left")
     if st.cat_position.size == 0:

@@ -8,9 +8,10 @@ measurements (benchmarks/form_speed.py, recorded in benchmarks/RESULTS.md):
   per-leaf passes, and the MatMul);
 - traverse: ``c * T * D`` (a few gathers per tree and level).
 
-On the CPU (2-core AVX-512, onnxruntime 1.31) sign was never clearly faster than bitvector (once
-ahead by 10 %, within the run-to-run spread, once behind by 20 %), and the cost model never picks
-it there; the estimates are listed for all three. No GPU was available to fit CUDA constants:
+On the CPU (2-core AVX-512, onnxruntime 1.31) bitvector was the faster matrix form on 6 of 9
+models and sign at most 10 % ahead on the others; their fitted constants make sign's estimate the
+lower one only past about 460 leaves a tree, where the walk (traverse) is far cheaper still. The
+estimates are listed for all three. No GPU was available to fit CUDA constants:
 the choice is the CPU one on every device.
 """
 
@@ -50,8 +51,7 @@ class Choice:
 def estimated_us_per_row(form: str, ens: Ensemble) -> float:
     T, I, L = _layout.padded_sizes(ens)
     if form == "traverse":
-        depth = max(int(t.leaf_depths().max(initial=0)) for t in ens.trees)
-        return TRAVERSE_PER_LEVEL_US * T * max(depth, 1)
+        return TRAVERSE_PER_LEVEL_US * T * max(ens.max_depth(), 1)
     return DENSE_PER_NODE_US[form] * T * (I + L) + DENSE_PER_PRODUCT_US[form] * T * I * L
 
 

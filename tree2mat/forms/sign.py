@@ -1,4 +1,4 @@
-"""The ``sign`` form (Decision Machines, eq. 5, 8, 9): the default, exact.
+"""The ``sign`` form (Decision Machines, eq. 5, 8, 9): exact.
 
 Per tree: h = sgn(Sx - t) in {-1, +1}^I with sgn(0) = -1 (built from a comparison, never from
 ``Sign``), template scores B h, and the exit leaf is the unique one with B h = depth, found as

@@ -5,7 +5,8 @@ Both start from one logit per node, ``lambda = (t' - x + h) / tau``: positive wh
 ``x <= t'`` sends the row left. ``t'`` is the exact forms' threshold (so the limit is the exact
 model, ``<`` splits included) and ``h`` is half the gap from ``t'`` to the next value of the
 compare dtype, so that no input of that dtype sits on the boundary itself: every row has a hard
-side that the soft routing approaches. ``tau`` is in the units of the input features.
+side that the soft routing approaches (except next to a float64 threshold among the subnormals,
+where half a gap is not representable). ``tau`` is in the units of the input features.
 
 - ``soft`` (Decision Machines eq. 12-13; End-to-End Learning eq. 1-5, steepness 1/tau): a leaf's
   probability is the product of sigmoids along its path, computed as
@@ -63,11 +64,7 @@ def node_logits(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, x_c
     from ``x_cmp``, the input in the compare dtype)."""
     flat = st.n_trees * st.n_internal
     x64 = g.op("Cast", [x], "x_f64", to=onnx.TensorProto.DOUBLE)
-    gathered = g.op("Gather", [x64, g.const(st.feature.reshape(flat), "node_feature")], "x_nodes", axis=1)
-    missing = g.op("IsNaN", [gathered], "x_isnan")
-    if st.zero_missing is not None:
-        zero = g.op("Equal", [gathered, g.const(np.float64(0), "zero_f64")], "x_zero")
-        missing = g.op("Or", [missing, g.op("And", [zero, g.const(st.zero_missing, "zero_missing")], "x_zm")], "x_missing_node")
+    gathered, missing = _layout.node_values(g, st, x64, np.dtype(np.float64))
     t = st.threshold.reshape(flat)
     diff = g.op("Sub", [g.const(t.astype(np.float64), "threshold_f64"), gathered], "t_minus_x")
     diff = g.op("Add", [diff, g.const(half_gaps(t), "half_gap")], "t_minus_x_h")
@@ -135,7 +132,7 @@ def _build(ens: Ensemble, opts: GraphOptions, name: str) -> onnx.ModelProto:
     if any(t.is_linear for t in ens.trees):
         raise UnsupportedModelError(f"the {name} form does not support linear leaves (LightGBM linear_tree); use an exact form")
     if opts.leaves:
-        raise UnsupportedModelError(f"the {name} form has no exit leaf to output (--leaves); use an exact form")
+        raise UnsupportedModelError(f"--leaves needs an exact form: the {name} form has no exit leaf")
     _layout.check_size(f"dense {name} layout", name, constant_bytes(ens))
     tau = DEFAULT_TEMPERATURE if opts.temperature is None else opts.temperature
     st = _layout.stack(ens, opts.dtype)

@@ -58,7 +58,7 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, opts:
     # (a single-leaf tree at its leaf).
     roots = np.asarray([t * I if tree.n_internal else -1 for t, tree in enumerate(ens.trees)], np.int64)
     cur = g.op("Mul", [ones, g.const(roots[None, :], "roots")], "node0")
-    depth = max(int(t.leaf_depths().max(initial=0)) for t in ens.trees)
+    depth = ens.max_depth()
     for d in range(depth):
         inside = g.op("GreaterOrEqual", [cur, zero_i], f"inside{d}")
         node = g.op("Max", [cur, zero_i], f"node{d}")  # any valid index where the row is at a leaf

@@ -380,6 +380,10 @@ class Ensemble:
     def n_trees(self) -> int:
         return len(self.trees)
 
+    def max_depth(self) -> int:
+        """Depth of the deepest leaf of any tree (0 for single leaves)."""
+        return max(int(t.leaf_depths().max(initial=0)) for t in self.trees)
+
     def trees_per_output(self) -> np.ndarray:
         """How many trees add into each margin column (what a mean divides by), int64 [K]."""
         counts = np.bincount(self.output_index[self.output_index >= 0], minlength=self.n_outputs)
