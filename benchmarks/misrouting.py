@@ -37,6 +37,8 @@ import onnx
 import onnxruntime as ort
 
 import tree2mat
+from tree2mat import peers
+from tree2mat.peers import library_of, one_line
 from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms import DEFAULT_FORM, FORMS
 from tree2mat.ir.core import Ensemble
@@ -44,11 +46,6 @@ from tree2mat.verify import CHUNK_BYTES, run_graph, synthesize
 
 #: A row is wrong when a value differs by more than ``VALUE_RTOL * (1 + |reference|)``.
 VALUE_RTOL = 1e-4
-#: Opsets asked of the peers. onnxmltools 1.16 takes one number and refuses more than 15 ("target_opset
-#: 17 is higher than the number of the installed onnx package or the converter support (15)") and
-#: a dict ("'>' not supported between instances of 'dict' and 'int'"); skl2onnx takes a dict.
-ONNXMLTOOLS_OPSET = 15
-SKL2ONNX_OPSET = {"": 17, "ai.onnx.ml": 3}
 N_FEATURES = 28
 SENTINEL_XGB = -999.0
 #: LightGBM's kZeroThreshold: it takes |x| <= 1e-35 (float32 1e-35, compared in float64) for zero.
@@ -174,16 +171,6 @@ CASES: dict[str, Case] = {
 }
 
 
-def _error(exc: BaseException, limit: int = 300) -> str:
-    """An exception as one line: its type and the first line of its message, cut at ``limit``."""
-    text = f"{type(exc).__name__}: {str(exc).strip()}".splitlines()[0]
-    return text if len(text) <= limit else text[:limit] + " ..."
-
-
-def _library(model: Any) -> str:
-    return type(model).__module__.split(".")[0]
-
-
 # ---------------------------------------------------------------------------- the references
 
 
@@ -202,7 +189,7 @@ def rounded_library(model: Any) -> Any | None:
     Comparing a peer with this copy isolates what threshold rounding explains."""
     import copy
 
-    library = _library(model)
+    library = library_of(model)
     if library == "lightgbm":
         import lightgbm as lgb
 
@@ -258,7 +245,7 @@ def make_rows(
         try:
             reference(model, parts[kind][:64])
         except Exception as exc:  # the library rejects these rows (e.g. inf)
-            refused[kind] = _error(exc)
+            refused[kind] = one_line(exc)
             del parts[kind]
     return parts, refused
 
@@ -268,81 +255,12 @@ def make_rows(
 
 def peer_convert(model: Any, case: Case) -> tuple[onnx.ModelProto, dict[str, Any]]:
     """The peer's ONNX graph and the exact call that made it."""
-    from onnxmltools.convert.common.data_types import FloatTensorType
-
-    types = [("input", FloatTensorType([None, N_FEATURES]))]
-    typed = f"model, initial_types=[('input', FloatTensorType([None, {N_FEATURES}]))], target_opset={ONNXMLTOOLS_OPSET}"
-    library = _library(model)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if case.peer == "skl2onnx":
-            return _skl2onnx_convert(model)
-        if library == "xgboost":
-            from onnxmltools import convert_xgboost
-
-            onx = convert_xgboost(model, initial_types=types, target_opset=ONNXMLTOOLS_OPSET)
-            call = f"onnxmltools.convert_xgboost({typed})"
-        else:
-            from onnxmltools import convert_lightgbm
-
-            zipmap = {"zipmap": False} if hasattr(model, "predict_proba") else {}
-            onx = convert_lightgbm(model, initial_types=types, target_opset=ONNXMLTOOLS_OPSET, **zipmap)
-            extra = ", zipmap=False" if zipmap else ""
-            call = f"onnxmltools.convert_lightgbm({typed}{extra})"
-    return onx, {"call": call, "opset_import": {o.domain or "ai.onnx": o.version for o in onx.opset_import}}
-
-
-def _skl2onnx_convert(model: Any) -> tuple[onnx.ModelProto, dict[str, Any]]:
-    """skl2onnx's graph. skl2onnx 1.20 with onnx >= 1.23 refuses HistGradientBoosting models: its
-    tree attributes mix ints with the bool ``False`` of leaves, which onnx no longer casts
-    ("Field onnx.AttributeProto.ints: Expected an int, got a boolean"). Then the conversion is
-    retried with that flag cast to int (no other change), and the first error is recorded."""
-    from skl2onnx import convert_sklearn
-    from skl2onnx.common import tree_ensemble
-    from skl2onnx.common.data_types import FloatTensorType
-
-    options = {"zipmap": False}
-    types = [("input", FloatTensorType([None, N_FEATURES]))]
-    how: dict[str, Any] = {
-        "call": f"skl2onnx.convert_sklearn(model, initial_types=[('input', FloatTensorType([None, {N_FEATURES}]))], "
-                f"options={options}, target_opset={SKL2ONNX_OPSET})",
-    }
-    try:
-        onx = convert_sklearn(model, initial_types=types, options=options, target_opset=SKL2ONNX_OPSET)
-    except ValueError as exc:
-        cause = exc.__cause__
-        if not (isinstance(cause, TypeError) and "got a boolean" in str(cause)):
-            raise
-        how["refused_as_installed"] = _error(cause)
-        how["shim"] = "skl2onnx.common.tree_ensemble.add_node called with int(nodes_missing_value_tracks_true)"
-        original = tree_ensemble.add_node
-
-        def add_node(*args: Any, **kwargs: Any) -> Any:
-            if "nodes_missing_value_tracks_true" in kwargs:
-                kwargs["nodes_missing_value_tracks_true"] = int(kwargs["nodes_missing_value_tracks_true"])
-            return original(*args, **kwargs)
-
-        tree_ensemble.add_node = add_node
-        try:
-            onx = convert_sklearn(model, initial_types=types, options=options, target_opset=SKL2ONNX_OPSET)
-        finally:
-            tree_ensemble.add_node = original
-    how["opset_import"] = {o.domain or "ai.onnx": o.version for o in onx.opset_import}
-    return onx, how
+    return peers.convert(model, N_FEATURES, case.peer)
 
 
 def peer_outputs(onx: onnx.ModelProto, X: np.ndarray, expected: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run the peer graph; its outputs named as the reference's (label first, then scores)."""
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3  # onnxmltools declares the label [1]: a warning per run
-    sess = ort.InferenceSession(onx.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    outs = sess.run(None, {sess.get_inputs()[0].name: X})
-    if "label" in expected:
-        label, probs = outs[0], outs[1]
-        if isinstance(probs, list):  # a ZipMap (list of dicts): back to a matrix
-            probs = np.asarray([[d[k] for k in sorted(d)] for d in probs])
-        return {"label": np.asarray(label).ravel(), "probabilities": np.asarray(probs, np.float64)}
-    return {"variable": np.asarray(outs[0], np.float64).reshape(X.shape[0], -1)}
+    return peers.outputs(peers.session(onx), X, "label" in expected)
 
 
 # ---------------------------------------------------------------------------- the counting
@@ -464,14 +382,14 @@ def run_peer(
     try:
         onx, how = peer_convert(model, case)
     except Exception as exc:
-        return {"converter": case.peer, "status": "refused", "error": _error(exc)}
+        return {"converter": case.peer, "status": "refused", "error": one_line(exc)}
     result: dict[str, Any] = {"converter": case.peer, "status": "ok", **how, "per_kind": {}}
     rounded = rounded_library(model)
     for kind, X in parts.items():
         try:
             got = peer_outputs(onx, X, refs[kind])
         except Exception as exc:
-            result["per_kind"][kind] = {"rows": int(X.shape[0]), "error": _error(exc)}
+            result["per_kind"][kind] = {"rows": int(X.shape[0]), "error": one_line(exc)}
             continue
         counts = wrong_rows(got, refs[kind])
         entry = {"rows": int(X.shape[0]), **_strip(counts)}
@@ -497,13 +415,14 @@ def run_tree2mat(model: Any, parts: dict[str, np.ndarray], refs: dict[str, dict]
     try:
         return _tree2mat_counts(model, onx, parts, refs)
     except Exception as exc:  # record and go on: one broken model does not hide the others
-        return {"status": "error", "error": _error(exc)}
+        return {"status": "error", "error": one_line(exc)}
 
 
 def _tree2mat_counts(model: Any, onx: onnx.ModelProto, parts: dict[str, np.ndarray], refs: dict[str, dict]) -> dict[str, Any]:
-    call = f"tree2mat.convert(model)  # form {DEFAULT_FORM!r}, float32"
+    form = {p.key: p.value for p in onx.metadata_props}["tree2mat.form"]
+    call = f"tree2mat.convert(model)  # form {DEFAULT_FORM!r} (picked {form!r}), float32"
     result: dict[str, Any] = {"status": "ok", "call": call, "per_kind": {}}
-    per_row = FORMS[DEFAULT_FORM].bytes_per_row(tree2mat.load(model))
+    per_row = FORMS[form].bytes_per_row(tree2mat.load(model))
     chunk = max(1, min(65536, CHUNK_BYTES // max(per_row, 1)))  # as verify chunks
     for kind, X in parts.items():
         report = tree2mat.verify(model, onx, X)
@@ -538,7 +457,7 @@ def run_case(case: Case, args: argparse.Namespace) -> dict[str, Any]:
     return {
         "name": case.name,
         "description": case.description,
-        "library": _library(model),
+        "library": library_of(model),
         "estimator": type(model).__name__,
         "classifier": "label" in next(iter(refs.values())),
         "n_trees": ens.n_trees,

@@ -161,6 +161,38 @@ def inspect(
     return _emit(_matrices_text(tree, mats, ens.feature_names), output)
 
 
+@app.command()
+def bench(
+    model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model file (as for convert)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Rows to score (.npy, .npz, .csv, .parquet); default: synthesized (threshold, NaN, random rows)."),
+    rows: int = typer.Option(100_000, "--rows", help="Rows to synthesize; unused with --data."),
+    batch: str = typer.Option("1,1000,100000", "--batch", help="Batch sizes, comma-separated."),
+    form: str = typer.Option("auto", "--form", help="tree2mat forms to time, comma-separated (auto, sign, bitvector, traverse, ...)."),
+    peers: bool = typer.Option(True, "--peers/--no-peers", help="Also time the peer TreeEnsemble converter (skl2onnx / onnxmltools: the bench extra)."),
+    repeat: int = typer.Option(5, "--repeat", help="Timed runs per batch size (at least 50 at batch 1)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="onnxruntime intra-op threads (default: onnxruntime's)."),
+    device: str = typer.Option("cpu", "--device", help="cpu (the only one bench times so far)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the figures as JSON to this file ('-' for stdout)."),
+) -> None:
+    """Time MODEL's graphs next to the peer TreeEnsemble graph and the library's predict (rows/s, latency), with mismatch counts."""
+    from tree2mat.bench import bench as run_bench, parse_batches
+
+    if device != "cpu":
+        raise OptionError(f"--device {device}: bench times the CPU only so far")
+    if json_out is not None and str(json_out) != "-" and not json_out.parent.is_dir():
+        raise OptionError(f"--json {json_out}: no such directory {json_out.parent}")
+    report = run_bench(
+        model, data, rows=rows, batches=parse_batches(batch), forms=tuple(f.strip() for f in form.split(",") if f.strip()),
+        use_peers=peers, repeat=repeat, threads=threads,
+    )
+    if json_out is not None and str(json_out) == "-":
+        typer.echo(report.to_json())
+        return
+    typer.echo(report.summary())
+    if json_out is not None:
+        _write_text(json_out, report.to_json() + "\n")
+
+
 # ------------------------------------------------------------------------------------- helpers
 
 

@@ -1,0 +1,87 @@
+"""``tree2mat bench``: it times every contender on the same rows and counts the rows whose outputs
+differ from the library's. tree2mat's graphs must differ on none (they are exact); the peer's
+count is whatever it is. Timings are only checked to exist: speed is never asserted in tests."""
+
+from __future__ import annotations
+
+import json
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer, load_diabetes
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestRegressor
+
+import tree2mat
+from tree2mat import peers
+from tree2mat.bench import bench, bench_rows, parse_batches
+from tree2mat.cli import main
+from tree2mat.errors import OptionError
+
+XB, YB = load_breast_cancer(return_X_y=True)
+XD, YD = load_diabetes(return_X_y=True)
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    return HistGradientBoostingClassifier(max_iter=10, random_state=0).fit(XB, YB)
+
+
+def test_bench_times_every_contender_and_tree2mat_is_exact(classifier):
+    report = bench(classifier, rows=600, batches=(1, 200), forms=("auto", "sign", "traverse"), repeat=2)
+    names = [c.name for c in report.contenders]
+    assert names[:3] == ["tree2mat auto (" + names[0].split("(")[1], "tree2mat sign", "tree2mat traverse"]
+    assert names[-2:] == ["skl2onnx TreeEnsemble", "sklearn predict"]
+    for c in report.contenders:
+        assert [t.batch for t in c.timings] == [1, 200]
+        assert all(t.rows_per_s > 0 and t.p50_ms <= t.p99_ms for t in c.timings)
+        assert c.timings[0].runs >= 50  # batch 1: enough single rows for percentiles
+    for c in report.contenders[:3]:
+        assert c.mismatched_rows == 0, c.name
+    peer = report.contenders[3]
+    assert peer.mismatched_rows is not None and peer.file_bytes > 0
+    doc = json.loads(report.to_json())
+    assert doc["schema"] == 1 and len(doc["contenders"]) == 5
+
+
+def test_peer_counts_its_own_wrong_rows(classifier):
+    """The synthesized rows sit on thresholds, where skl2onnx's float32 TreeEnsemble routes some
+    rows differently from HistGradientBoosting (float64 thresholds; benchmarks/MISROUTING.md):
+    bench's count is at least the label flips counted here directly, and tree2mat's is 0."""
+    report = bench(classifier, rows=2000, batches=(500,), repeat=1)
+    X = bench_rows(tree2mat.load(classifier), 2000, 0)
+    onx, _ = peers.convert(classifier, XB.shape[1])
+    flips = int((peers.outputs(peers.session(onx), X, True)["label"] != classifier.predict(X)).sum())
+    peer = next(c for c in report.contenders if c.kind == "peer")
+    assert flips > 0 and flips <= peer.mismatched_rows <= X.shape[0]
+    assert report.contenders[0].mismatched_rows == 0
+
+
+def test_without_peers_installed_bench_says_so(monkeypatch):
+    model = RandomForestRegressor(n_estimators=3, max_depth=3, random_state=0).fit(XD, YD)
+    monkeypatch.setattr(peers, "available", lambda name: False)
+    report = bench(model, rows=200, batches=(50,), repeat=1)
+    peer = next(c for c in report.contenders if c.kind == "peer")
+    assert not peer.timings and "install the bench extra" in peer.note
+    assert "install the bench extra" in report.summary()
+
+
+def test_cli_bench(tmp_path, capsys, classifier):
+    joblib.dump(classifier, tmp_path / "m.joblib")
+    out = tmp_path / "bench.json"
+    assert main(["bench", str(tmp_path / "m.joblib"), "--rows", "300", "--batch", "1,100", "--repeat", "1", "--no-peers", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "tree2mat auto" in text and "sklearn predict" in text and "skl2onnx" not in text
+    doc = json.loads(out.read_text())
+    assert [c["kind"] for c in doc["contenders"]] == ["tree2mat", "native"]
+    for args, needle in ((["--batch", "x"], "--batch 'x'"), (["--batch", "0"], "integers >= 1"), (["--form", "magic"], "unknown form 'magic'"),
+                         (["--device", "cuda"], "CPU only"), (["--repeat", "0"], "must be >= 1")):
+        assert main(["bench", str(tmp_path / "m.joblib"), "--rows", "100", *args]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_parse_batches():
+    assert parse_batches("1, 1000,100000") == (1, 1000, 100000)
+    with pytest.raises(OptionError):
+        parse_batches("")

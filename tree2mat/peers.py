@@ -1,0 +1,129 @@
+"""The peer converters (ONNX ``ai.onnx.ml`` TreeEnsemble graphs from skl2onnx and onnxmltools),
+for ``tree2mat bench`` and the benchmarks: how each is called, and its outputs named as
+tree2mat's. Needs the ``bench`` extra; :func:`available` says whether a peer is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from typing import Any
+
+import numpy as np
+import onnx
+
+#: Opsets asked of the peers. onnxmltools 1.16 takes one number and refuses more than 15 ("target_opset
+#: 17 is higher than the number of the installed onnx package or the converter support (15)") and
+#: a dict ("'>' not supported between instances of 'dict' and 'int'"); skl2onnx takes a dict.
+ONNXMLTOOLS_OPSET = 15
+SKL2ONNX_OPSET = {"": 17, "ai.onnx.ml": 3}
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception as one line: its type and the first line of its message, cut at ``limit``."""
+    text = f"{type(exc).__name__}: {str(exc).strip()}".splitlines()[0]
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def library_of(model: Any) -> str:
+    return type(model).__module__.split(".")[0]
+
+
+def peer_for(model: Any) -> str | None:
+    """The converter that makes a TreeEnsemble graph of ``model``: skl2onnx for scikit-learn,
+    onnxmltools for XGBoost and LightGBM; None for anything else."""
+    return {"sklearn": "skl2onnx", "xgboost": "onnxmltools", "lightgbm": "onnxmltools"}.get(library_of(model))
+
+
+def available(peer: str) -> bool:
+    return importlib.util.find_spec(peer) is not None
+
+
+def convert(model: Any, n_features: int, peer: str | None = None) -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """The peer's ONNX graph (input ``input`` [None, n_features] float32) and the exact call
+    that made it."""
+    from onnxmltools.convert.common.data_types import FloatTensorType
+
+    peer = peer or peer_for(model)
+    types = [("input", FloatTensorType([None, n_features]))]
+    typed = f"model, initial_types=[('input', FloatTensorType([None, {n_features}]))], target_opset={ONNXMLTOOLS_OPSET}"
+    library = library_of(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if peer == "skl2onnx":
+            return _skl2onnx_convert(model, n_features)
+        if library == "xgboost":
+            from onnxmltools import convert_xgboost
+
+            onx = convert_xgboost(model, initial_types=types, target_opset=ONNXMLTOOLS_OPSET)
+            call = f"onnxmltools.convert_xgboost({typed})"
+        else:
+            from onnxmltools import convert_lightgbm
+
+            zipmap = {"zipmap": False} if hasattr(model, "predict_proba") else {}
+            onx = convert_lightgbm(model, initial_types=types, target_opset=ONNXMLTOOLS_OPSET, **zipmap)
+            extra = ", zipmap=False" if zipmap else ""
+            call = f"onnxmltools.convert_lightgbm({typed}{extra})"
+    return onx, {"call": call, "opset_import": {o.domain or "ai.onnx": o.version for o in onx.opset_import}}
+
+
+def _skl2onnx_convert(model: Any, n_features: int) -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """skl2onnx's graph. skl2onnx 1.20 with onnx >= 1.23 refuses HistGradientBoosting models: its
+    tree attributes mix ints with the bool ``False`` of leaves, which onnx no longer casts
+    ("Field onnx.AttributeProto.ints: Expected an int, got a boolean"). Then the conversion is
+    retried with that flag cast to int (no other change), and the first error is recorded."""
+    from skl2onnx import convert_sklearn
+    from skl2onnx.common import tree_ensemble
+    from skl2onnx.common.data_types import FloatTensorType
+
+    options = {"zipmap": False}
+    types = [("input", FloatTensorType([None, n_features]))]
+    how: dict[str, Any] = {
+        "call": f"skl2onnx.convert_sklearn(model, initial_types=[('input', FloatTensorType([None, {n_features}]))], "
+                f"options={options}, target_opset={SKL2ONNX_OPSET})",
+    }
+    try:
+        onx = convert_sklearn(model, initial_types=types, options=options, target_opset=SKL2ONNX_OPSET)
+    except ValueError as exc:
+        cause = exc.__cause__
+        if not (isinstance(cause, TypeError) and "got a boolean" in str(cause)):
+            raise
+        how["refused_as_installed"] = one_line(cause)
+        how["shim"] = "skl2onnx.common.tree_ensemble.add_node called with int(nodes_missing_value_tracks_true)"
+        original = tree_ensemble.add_node
+
+        def add_node(*args: Any, **kwargs: Any) -> Any:
+            if "nodes_missing_value_tracks_true" in kwargs:
+                kwargs["nodes_missing_value_tracks_true"] = int(kwargs["nodes_missing_value_tracks_true"])
+            return original(*args, **kwargs)
+
+        tree_ensemble.add_node = add_node
+        try:
+            onx = convert_sklearn(model, initial_types=types, options=options, target_opset=SKL2ONNX_OPSET)
+        finally:
+            tree_ensemble.add_node = original
+    how["opset_import"] = {o.domain or "ai.onnx": o.version for o in onx.opset_import}
+    return onx, how
+
+
+def session(onx: onnx.ModelProto, threads: int | None = None) -> Any:
+    """A CPU onnxruntime session of a peer graph (its warnings silenced: onnxmltools declares
+    the label [1], which gives one per run)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    if threads:
+        opts.intra_op_num_threads = threads
+    return ort.InferenceSession(onx.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def outputs(sess: Any, X: np.ndarray, classifier: bool) -> dict[str, np.ndarray]:
+    """Run a peer graph; its outputs named as tree2mat's: ``label`` and ``probabilities`` for a
+    classifier (a ZipMap's dicts back to a matrix), else ``variable`` [N, K]."""
+    outs = sess.run(None, {sess.get_inputs()[0].name: X})
+    if classifier:
+        label, probs = outs[0], outs[1]
+        if isinstance(probs, list):
+            probs = np.asarray([[d[k] for k in sorted(d)] for d in probs])
+        return {"label": np.asarray(label).ravel(), "probabilities": np.asarray(probs, np.float64)}
+    return {"variable": np.asarray(outs[0], np.float64).reshape(X.shape[0], -1)}
