@@ -112,19 +112,19 @@ def time_runs(run: Callable[[np.ndarray], Any], X: np.ndarray, batch: int, repea
     return Timing(batch, runs, float(batch * runs / np.sum(times)), *(float(np.percentile(ms, q)) for q in (50, 90, 99)))
 
 
-def _mismatched(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], X: np.ndarray, ens: Ensemble) -> int:
-    from tree2mat.verify import DEFAULT_RTOL, compare, default_atol
+def _mismatched(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], ens: Ensemble) -> int:
+    """Rows where some output differs from the library's, as ``verify`` judges (every row when
+    an output is missing or of another size)."""
+    from tree2mat.verify import DEFAULT_RTOL, default_atol, differing_rows
 
-    bad = np.zeros(X.shape[0], bool)
+    n = next(iter(expected.values())).shape[0]
+    bad = np.zeros(n, bool)
     for name, exp in expected.items():
-        if name not in got:
-            return X.shape[0]
-        exp = np.asarray(exp)
-        out = np.asarray(got[name]).reshape(exp.shape) if np.asarray(got[name]).size == exp.size else np.asarray(got[name])
-        rep = compare(name, "cpu", out, exp, X, default_atol(ens), DEFAULT_RTOL, name == "label", max_report=X.shape[0])
-        if rep.problem:
-            return X.shape[0]
-        bad[[m.row for m in rep.first_mismatches]] = True
+        exp, out = np.asarray(exp), np.asarray(got.get(name, ()))
+        if out.size != exp.size:
+            return n
+        rows, _, _ = differing_rows(out.reshape(exp.shape), exp, default_atol(ens), DEFAULT_RTOL, name == "label")
+        bad[rows] = True
     return int(bad.sum())
 
 
@@ -141,18 +141,15 @@ def bench(
     seed: int = 0,
 ) -> BenchReport:
     """Time tree2mat's graphs of a model next to its peer and the library (see module doc)."""
-    import onnxruntime as ort
-
     import tree2mat
+    from tree2mat.forms import AUTO, check_form
     from tree2mat.verify import load_data
 
     if repeat < 1 or rows < 1 or (threads is not None and threads < 1):
         raise OptionError("--repeat, --rows and --threads must be >= 1")
-    from tree2mat.forms import AUTO, FORMS
-
     for form in forms:
-        if form != AUTO and form not in FORMS:
-            raise OptionError(f"unknown form {form!r}; choose from {AUTO}, {', '.join(FORMS)}")
+        if form != AUTO:
+            check_form(form)
     model = frontends.resolve(model_or_path)
     ens = frontends.to_ensemble(model)
     library = frontends.library_model(model_or_path, ens) if isinstance(model, Ensemble) else model
@@ -171,21 +168,17 @@ def bench(
                 expected = frontends.frontend_for(library).reference_outputs(library, X, False, ens)
             except Exception as exc:
                 raise DataError(f"the model itself rejects the data: {type(exc).__name__}: {exc}") from exc
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    if threads:
-        opts.intra_op_num_threads = threads
     contenders: list[Contender] = []
     for form in forms:
         t = time.perf_counter()
         onx = tree2mat.convert(ens, form=form)
         convert_s = time.perf_counter() - t
         picked = {p.key: p.value for p in onx.metadata_props}["tree2mat.form"]
-        sess = ort.InferenceSession(onx.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        sess = peers.session(onx, threads)
         c = Contender(f"tree2mat {form}" + (f" ({picked})" if form == AUTO else ""), "tree2mat", convert_s, onx.ByteSize())
         run = _ort_runner(sess)
         if expected is not None:
-            c.mismatched_rows = _mismatched(run(X), expected, X, ens)
+            c.mismatched_rows = _mismatched(run(X), expected, ens)
         c.timings = [time_runs(run, X, b, repeat) for b in batches]
         contenders.append(c)
     if use_peers and library is not None:
@@ -236,7 +229,7 @@ def _peer(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batches: tu
         return peers.outputs(sess, rows, classifier)
 
     if expected is not None and ens.task in (Task.CLASSIFICATION, Task.REGRESSION):
-        c.mismatched_rows = _mismatched(run(X), expected, X, ens)
+        c.mismatched_rows = _mismatched(run(X), expected, ens)
     c.timings = [time_runs(run, X, b, repeat) for b in batches]
     return c
 

@@ -14,7 +14,7 @@ from tree2mat import frontends
 from tree2mat._files import atomic_write, atomic_write_files, writable_target
 from tree2mat.errors import OptionError
 from tree2mat.forms._layout import LEAF_TENSOR
-from tree2mat.forms import AUTO, DEFAULT_FORM, DEFAULT_OPSET, FORMS, MIN_OPSET, GraphOptions, auto
+from tree2mat.forms import AUTO, DEFAULT_FORM, DEFAULT_OPSET, FORMS, MIN_OPSET, GraphOptions, auto, check_form
 from tree2mat.ir.core import Ensemble
 
 DTYPES = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
@@ -41,9 +41,7 @@ def graph_options(
     dtype: str = "float32", opset: int = DEFAULT_OPSET, raw: bool = False, leaves: bool = False,
     form: str = "sign", temperature: float | None = None, matmul: str = "float32",
 ) -> GraphOptions:
-    if form not in FORMS:
-        raise OptionError(f"unknown form {form!r}; choose one of {AUTO}, {', '.join(FORMS)}")
-    spec = FORMS[form]
+    spec = check_form(form)
     if temperature is not None:
         if spec.exact:
             raise OptionError(f"--temperature applies to the soft forms ({', '.join(n for n, f in FORMS.items() if not f.exact)}), not to the exact form {form}")

@@ -106,8 +106,8 @@ def _skl2onnx_convert(model: Any, n_features: int) -> tuple[onnx.ModelProto, dic
 
 
 def session(onx: onnx.ModelProto, threads: int | None = None) -> Any:
-    """A CPU onnxruntime session of a peer graph (its warnings silenced: onnxmltools declares
-    the label [1], which gives one per run)."""
+    """A CPU onnxruntime session of a graph, ``threads`` intra-op threads (None: onnxruntime's
+    default), warnings silenced (onnxmltools declares the label [1], which gives one per run)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()

@@ -520,6 +520,16 @@ def compare(name: str, device: str, got: np.ndarray, expected: np.ndarray, X: np
     """Compare one output: exactly (labels, leaf ids) or within ``atol + rtol * |expected|``."""
     if got.shape != expected.shape:
         return OutputReport(name, device, 0, 0, 0.0, 0.0, problem=f"shape {got.shape}, expected {expected.shape}")
+    bad_rows, err_abs, err_rel = differing_rows(got, expected, atol, rtol, exact)
+    first = [
+        Mismatch(int(r), X[r].tolist(), expected[r].tolist(), got[r].tolist()) for r in bad_rows[:max_report]
+    ]
+    return OutputReport(name, device, int(expected.shape[0]), int(bad_rows.size), err_abs, err_rel, first)
+
+
+def differing_rows(got: np.ndarray, expected: np.ndarray, atol: float, rtol: float, exact: bool) -> tuple[np.ndarray, float, float]:
+    """Rows (indices) where ``got`` differs from ``expected`` (same shape) as :func:`compare`
+    judges, and the largest absolute and relative errors."""
     if exact or expected.dtype.kind in "USOb" or got.dtype.kind in "USO":
         if expected.dtype.kind in "USO" or got.dtype.kind in "USO":
             bad = got.astype(str) != expected.astype(str)
@@ -542,10 +552,7 @@ def compare(name: str, device: str, got: np.ndarray, expected: np.ndarray, X: np
         err_abs = float(diff.max()) if diff.size else 0.0
         err_rel = float(np.nan_to_num(rel, nan=0.0, posinf=np.inf).max()) if rel.size else 0.0
     bad_rows = np.flatnonzero(bad.reshape(bad.shape[0], -1).any(axis=1)) if bad.size else np.zeros(0, int)
-    first = [
-        Mismatch(int(r), X[r].tolist(), expected[r].tolist(), got[r].tolist()) for r in bad_rows[:max_report]
-    ]
-    return OutputReport(name, device, int(expected.shape[0]), int(bad_rows.size), err_abs, err_rel, first)
+    return bad_rows, err_abs, err_rel
 
 
 def default_atol(ens: Ensemble) -> float:

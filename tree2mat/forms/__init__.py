@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import onnx
 
+from tree2mat.errors import OptionError
 from tree2mat.forms import _exact, bitvector, sign, soft, traverse
 from tree2mat.forms._graph import DEFAULT_OPSET, MIN_OPSET, GraphOptions
 from tree2mat.ir.core import Ensemble
@@ -76,4 +77,11 @@ FORMS: dict[str, FormSpec] = {
 AUTO = "auto"
 DEFAULT_FORM = AUTO
 
-__all__ = ["AUTO", "DEFAULT_FORM", "DEFAULT_OPSET", "FORMS", "MIN_OPSET", "FormSpec", "GraphOptions"]
+
+def check_form(name: str) -> FormSpec:
+    """The form called ``name``; an OptionError naming the choices for any other name."""
+    if name not in FORMS:
+        raise OptionError(f"unknown form {name!r}; choose one of {AUTO}, {', '.join(FORMS)}")
+    return FORMS[name]
+
+__all__ = ["AUTO", "DEFAULT_FORM", "check_form", "DEFAULT_OPSET", "FORMS", "MIN_OPSET", "FormSpec", "GraphOptions"]

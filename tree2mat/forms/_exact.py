@@ -84,9 +84,18 @@ def build(
     x = _layout.compared_input(g, ens, opts)
     leaf = exit_leaf(g, ens, st, x, opts)
     m = _layout.leaf_margin(g, ens, st, leaf, x)
+    return finish(g, ens, m, opts, f"tree2mat {name} form of {ens.source}", leaf=leaf if opts.leaves else None)
+
+
+def finish(
+    g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions, doc: str,
+    metadata: dict[str, str] | None = None, leaf: str | None = None,
+) -> onnx.ModelProto:
+    """Every form's tail: from the margin ``m`` to the graph contract's outputs (and, given the
+    leaf ids ``leaf``, the ``leaves`` output), then the model."""
     outputs = _heads.emit(g, ens, m, opts)
-    if opts.leaves:
+    if leaf is not None:
         _layout.leaves_output(g, leaf)
         outputs.append(tensor_info("leaves", np.int64, ["N", ens.n_trees]))
     inputs = [tensor_info("input", opts.dtype, ["N", ens.n_features])]
-    return g.model(inputs, outputs, doc=f"tree2mat {name} form of {ens.source}", metadata={})
+    return g.model(inputs, outputs, doc=doc, metadata=metadata or {})

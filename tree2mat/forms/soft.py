@@ -31,8 +31,8 @@ import numpy as np
 import onnx
 
 from tree2mat.errors import UnsupportedModelError
-from tree2mat.forms import _exact, _heads, _layout, sign
-from tree2mat.forms._graph import GraphBuilder, GraphOptions, softplus, tensor_info
+from tree2mat.forms import _exact, _layout, sign
+from tree2mat.forms._graph import GraphBuilder, GraphOptions, softplus
 from tree2mat.ir.core import Ensemble
 
 #: Default temperature (in input-feature units).
@@ -82,36 +82,32 @@ def node_logits(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, x_c
     return _layout.merge_categorical(g, st, logit, cat, "logit")
 
 
-def _template(ens: Ensemble, st: _layout.Stacked) -> tuple[np.ndarray, np.ndarray]:
-    """The sign form's B^T [T, I, L] and depths [T, 1, L] in float64, padding leaves with depth
-    ``-PAD_SCORE`` (so that their score is PAD_SCORE)."""
-    bt, depth = sign.template_tensors(ens, st)
-    depth = depth.astype(np.float64)
-    for t, tree in enumerate(ens.trees):
-        depth[t, 0, tree.n_leaves :] = -PAD_SCORE
-    return bt.astype(np.float64), depth
+def _padding(ens: Ensemble, st: _layout.Stacked) -> np.ndarray:
+    """Bool [T, 1, L]: the leaves that only pad a tree to L."""
+    return np.arange(st.n_leaves)[None, None, :] >= np.asarray([t.n_leaves for t in ens.trees])[:, None, None]
 
 
 def soft_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str) -> str:
     """Leaf probabilities [T, N, L]: products of sigmoids along each path."""
-    bt, depth = _template(ens, st)
+    bt, _ = sign.template_tensors(ens, st)
     left, right = np.where(bt < 0, 1.0, 0.0), np.where(bt > 0, 1.0, 0.0)
     log_left = g.op("Neg", [softplus(g, g.op("Neg", [logit], "neg_logit"), "sp_left")], "log_p_left")
     log_right = g.op("Neg", [softplus(g, logit, "sp_right")], "log_p_right")
     both = g.op("Concat", [_exact.trees_first(g, st, log_left, "log_left"), _exact.trees_first(g, st, log_right, "log_right")], "log_p_nodes", axis=2)
     paths = g.const(np.concatenate([left, right], axis=1), "path_matrix")  # [T, 2I, L]
     log_p = g.op("MatMul", [both, paths], "log_p_leaves")
-    pad = np.where(depth == -PAD_SCORE, PAD_SCORE, 0.0)
+    pad = np.where(_padding(ens, st), PAD_SCORE, 0.0)
     log_p = g.op("Add", [log_p, g.const(pad, "pad_leaves")], "log_p_padded")
     return g.op("Exp", [log_p], "leaf_weights")
 
 
 def softmax_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str, tau: float) -> str:
     """Leaf weights [T, N, L]: softmax over the leaves of (B tanh(-logit) - depth) / tau."""
-    bt, depth = _template(ens, st)
-    depth = np.where(depth == -PAD_SCORE, depth * max(1.0, tau), depth)  # padding: weight 0 at any tau
+    bt, depth = sign.template_tensors(ens, st)
+    # A padding leaf (B row 0) scores PAD_SCORE, times tau above 1: weight 0 at any temperature.
+    depth = np.where(_padding(ens, st), -PAD_SCORE * max(1.0, tau), depth.astype(np.float64))
     h = g.op("Tanh", [g.op("Neg", [logit], "neg_logit")], "h_soft")
-    scores = g.op("MatMul", [_exact.trees_first(g, st, h, "h"), g.const(bt, "template_T")], "template_scores")
+    scores = g.op("MatMul", [_exact.trees_first(g, st, h, "h"), g.const(bt.astype(np.float64), "template_T")], "template_scores")
     scores = g.op("Sub", [scores, g.const(depth, "depth")], "score_minus_depth")
     scaled = g.op("Div", [scores, g.const(np.float64(tau), "temperature_scores")], "scores_scaled")
     return g.op("Softmax", [scaled], "leaf_weights", axis=2)
@@ -144,11 +140,8 @@ def _build(ens: Ensemble, opts: GraphOptions, name: str) -> onnx.ModelProto:
     x_cmp = x if st.threshold.dtype == np.dtype(opts.dtype) else _layout.compared_input(g, ens, opts)
     logit = node_logits(g, ens, st, x, x_cmp, tau)
     weights = soft_weights(g, ens, st, logit) if name == "soft" else softmax_weights(g, ens, st, logit, tau)
-    m = _layout.weighted_margin(g, ens, st, weights)
-    outputs = _heads.emit(g, ens, m, opts)
-    inputs = [tensor_info("input", opts.dtype, ["N", ens.n_features])]
     doc = f"tree2mat {name} form of {ens.source} at temperature {tau:g} (an approximation: exact only as the temperature goes to 0)"
-    return g.model(inputs, outputs, doc=doc, metadata={"tree2mat.temperature": repr(float(tau))})
+    return _exact.finish(g, ens, _layout.weighted_margin(g, ens, st, weights), opts, doc, {"tree2mat.temperature": repr(float(tau))})
 
 
 def build_soft(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
