@@ -64,26 +64,28 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--fit", action="store_true", help="print least-squares cost-model constants")
+    parser.add_argument("--forms", default=",".join(f for f, spec in FORMS.items() if spec.exact),
+                        help="exact forms to time, comma-separated (default: all; --fit fits those timed)")
     args = parser.parse_args()
     from sklearn.datasets import make_regression
 
     X, y = make_regression(20_000, 28, random_state=args.seed)
     X = X.astype(np.float32)
     rows = X[:10_000]
-    variants = [(f, m) for f, spec in FORMS.items() if spec.exact for m in spec.matmul]
+    variants = [(f, m) for f in args.forms.split(",") for m in FORMS[f].matmul]
     results = []
     for name, make in models(args.seed).items():
         model = make().fit(X, y)
         ens = tree2mat.load(model)
         T, I, L = _layout.padded_sizes(ens)
         depth = max(int(t.leaf_depths().max(initial=0)) for t in ens.trees)
-        entry = {"model": name, "T": T, "I": I, "L": L, "depth": depth, "us_per_row": {},
+        entry = {"model": name, "T": T, "I": I, "L": L, "depth": depth, "levels": auto.tree_levels(ens), "us_per_row": {},
                  "estimate_us": {f: auto.estimated_us_per_row(f, ens) for f in ("sign", "bitvector", "traverse")},
                  "auto": auto.choose(ens).form}
         for form, matmul in variants:
             onx = tree2mat.convert(model, form=form, matmul=matmul)
             entry["us_per_row"][f"{form}/{matmul}"] = time_graph(onx, rows, args.threads, args.repeat)
-        entry["fastest"] = min(entry["us_per_row"], key=entry["us_per_row"].get)
+        entry["fastest"] = min(entry["us_per_row"], key=entry["us_per_row"].get)  # (of those timed)
         results.append(entry)
         print(json.dumps(entry), file=sys.stderr, flush=True)
     print(report(results))
@@ -109,17 +111,19 @@ def report(results: list[dict]) -> str:
 
 
 def fit(results: list[dict]) -> str:
-    """Least squares, no intercept: dense a*T(I+L) + b*T*I*L, traverse c*T*depth."""
+    """Least squares, no intercept: dense a*T(I+L) + b*T*I*L, traverse c*levels + d*T."""
     out = []
-    for form in ("sign", "bitvector"):
+    for form in [f for f in ("sign", "bitvector") if f"{f}/float32" in results[0]["us_per_row"]]:
         A = np.asarray([[r["T"] * (r["I"] + r["L"]), r["T"] * r["I"] * r["L"]] for r in results], float)
         t = np.asarray([r["us_per_row"][f"{form}/float32"] for r in results])
         (a, b), *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)  # relative error
         out.append(f"{form}: per node {a:.3g} us, per product {b:.3g} us")
-    A = np.asarray([[r["T"] * r["depth"]] for r in results], float)
+    if "traverse/float32" not in results[0]["us_per_row"]:
+        return "\n".join(out)
+    A = np.asarray([[r["levels"], r["T"]] for r in results], float)
     t = np.asarray([r["us_per_row"]["traverse/float32"] for r in results])
-    (c,), *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)
-    out.append(f"traverse: per tree and level {c:.3g} us")
+    (c, d), *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)
+    out.append(f"traverse: per tree level {c:.3g} us, per tree {d:.3g} us")
     return "\n".join(out)
 
 

@@ -171,20 +171,27 @@ def bench(
     peers: bool = typer.Option(True, "--peers/--no-peers", help="Also time the peer TreeEnsemble converter (skl2onnx / onnxmltools: the bench extra)."),
     repeat: int = typer.Option(5, "--repeat", help="Timed runs per batch size (at least 50 at batch 1)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="onnxruntime intra-op threads (default: onnxruntime's)."),
-    device: str = typer.Option("cpu", "--device", help="cpu (the only one bench times so far)."),
+    device: str = typer.Option("cpu", "--device", help="cpu, or cuda: tree2mat's and Hummingbird's graphs on the CUDA provider alone (TreeEnsemble has no CUDA kernel: CPU)."),
+    max_memory: Optional[str] = typer.Option(None, "--max-memory", help="Largest estimated memory of a tree2mat graph at one batch, e.g. 8G (default: half this machine's memory); larger batches are not timed."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the figures as JSON to this file ('-' for stdout)."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Draw rows/s per contender and batch size to this PNG (needs matplotlib: the plot extra)."),
 ) -> None:
-    """Time MODEL's graphs next to the peer TreeEnsemble graph and the library's predict (rows/s, latency), with mismatch counts."""
-    from tree2mat.bench import bench as run_bench, parse_batches
+    """Time MODEL's graphs next to the peers (TreeEnsemble, Hummingbird when installed) and the library's predict: rows/s, latency, peak memory, mismatch counts."""
+    from tree2mat.bench import bench as run_bench, parse_batches, plot_report
+    from tree2mat.forms.auto import parse_memory
 
-    if device != "cpu":
-        raise OptionError(f"--device {device}: bench times the CPU only so far")
-    if json_out is not None and str(json_out) != "-" and not json_out.parent.is_dir():
-        raise OptionError(f"--json {json_out}: no such directory {json_out.parent}")
+    for path, flag in ((json_out, "--json"), (plot, "--plot")):
+        if path is not None and str(path) != "-" and not path.parent.is_dir():
+            raise OptionError(f"{flag} {path}: no such directory {path.parent}")
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise OptionError(f"--plot {plot}: the plot is a PNG; name the file *.png")
     report = run_bench(
         model, data, rows=rows, batches=parse_batches(batch), forms=tuple(f.strip() for f in form.split(",") if f.strip()),
-        use_peers=peers, repeat=repeat, threads=threads,
+        use_peers=peers, repeat=repeat, threads=threads, device=device,
+        max_memory=None if max_memory is None else parse_memory(max_memory),
     )
+    if plot is not None:
+        atomic_write(plot, plot_report(report))
     if json_out is not None and str(json_out) == "-":
         typer.echo(report.to_json())
         return

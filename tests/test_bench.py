@@ -19,6 +19,7 @@ from tree2mat.cli import main
 from tree2mat.errors import OptionError
 
 XB, YB = load_breast_cancer(return_X_y=True)
+HAS_CUDA = "CUDAExecutionProvider" in __import__("onnxruntime").get_available_providers()
 XD, YD = load_diabetes(return_X_y=True)
 
 
@@ -31,8 +32,15 @@ def test_bench_times_every_contender_and_tree2mat_is_exact(classifier):
     report = bench(classifier, rows=600, batches=(1, 200), forms=("auto", "sign", "traverse"), repeat=2)
     names = [c.name for c in report.contenders]
     assert names[:3] == ["tree2mat auto (" + names[0].split("(")[1], "tree2mat sign", "tree2mat traverse"]
-    assert names[-2:] == ["skl2onnx TreeEnsemble", "sklearn predict"]
+    assert names[3] == "skl2onnx TreeEnsemble" and names[-1] == "sklearn predict"
+    hummingbird = [c for c in report.contenders if c.kind == "hummingbird"]
+    if peers.available("hummingbird"):
+        assert [c.name for c in hummingbird] == [f"hummingbird {s}" for s in peers.HUMMINGBIRD_STRATEGIES]
+    else:
+        assert len(hummingbird) == 1 and "not installed" in hummingbird[0].note and not hummingbird[0].timings
     for c in report.contenders:
+        if not c.timings:
+            continue
         assert [t.batch for t in c.timings] == [1, 200]
         assert all(t.rows_per_s > 0 and t.p50_ms <= t.p99_ms for t in c.timings)
         assert c.timings[0].runs >= 50  # batch 1: enough single rows for percentiles
@@ -40,8 +48,11 @@ def test_bench_times_every_contender_and_tree2mat_is_exact(classifier):
         assert c.mismatched_rows == 0, c.name
     peer = report.contenders[3]
     assert peer.mismatched_rows is not None and peer.file_bytes > 0
+    assert peer.mismatched_labels is not None and peer.mismatched_labels <= peer.mismatched_rows
+    for c in report.contenders[:3]:
+        assert c.mismatched_labels == 0 and c.peak_mib is not None and c.peak_mib >= 0
     doc = json.loads(report.to_json())
-    assert doc["schema"] == 1 and len(doc["contenders"]) == 5
+    assert doc["schema"] == 2 and len(doc["contenders"]) == len(report.contenders) and doc["device"] == "cpu"
 
 
 def test_peer_counts_its_own_wrong_rows(classifier):
@@ -74,8 +85,11 @@ def test_cli_bench(tmp_path, capsys, classifier):
     assert "tree2mat auto" in text and "sklearn predict" in text and "skl2onnx" not in text
     doc = json.loads(out.read_text())
     assert [c["kind"] for c in doc["contenders"]] == ["tree2mat", "native"]
-    for args, needle in ((["--batch", "x"], "--batch 'x'"), (["--batch", "0"], "integers >= 1"), (["--form", "magic"], "unknown form 'magic'"),
-                         (["--device", "cuda"], "CPU only"), (["--repeat", "0"], "must be >= 1")):
+    cases = ((["--batch", "x"], "--batch 'x'"), (["--batch", "0"], "integers >= 1"), (["--form", "magic"], "unknown form 'magic'"),
+                         (["--repeat", "0"], "must be >= 1"), (["--device", "tpu"], "choose cpu or cuda"),
+                         (["--plot", str(tmp_path / "p.svg")], "name the file *.png"), (["--max-memory", "lots"], "--max-memory 'lots'"))
+    cases += ((["--device", "cuda"], "no CUDAExecutionProvider"),) if not HAS_CUDA else ()
+    for args, needle in cases:
         assert main(["bench", str(tmp_path / "m.joblib"), "--rows", "100", *args]) == 2
         err = capsys.readouterr().err
         assert needle in err and len(err.strip().splitlines()) == 1
@@ -85,3 +99,59 @@ def test_parse_batches():
     assert parse_batches("1, 1000,100000") == (1, 1000, 100000)
     with pytest.raises(OptionError):
         parse_batches("")
+
+
+def test_sklearn_regressor_peer_converts():
+    """skl2onnx takes no zipmap option for regressors (a refusal the bench once reported as the
+    peer's)."""
+    model = RandomForestRegressor(n_estimators=5, max_depth=4, random_state=0).fit(XD, YD)
+    report = bench(model, rows=300, batches=(100,), repeat=1)
+    peer = next(c for c in report.contenders if c.kind == "peer")
+    assert peer.timings and not peer.note and peer.mismatched_rows is not None and peer.mismatched_labels is None
+    assert report.contenders[0].mismatched_rows == 0
+
+
+def test_batches_over_the_memory_limit_are_not_timed_but_still_checked(classifier):
+    """A form whose estimated memory at a batch is over --max-memory is not timed there (a dense
+    form at batch 100 000 on a deep forest would need tens of GiB); its rows are still compared,
+    in chunks that fit."""
+    from tree2mat.forms import FORMS
+
+    ens = tree2mat.load(classifier)
+    spec = FORMS["bitvector"]
+    limit = spec.constant_bytes(ens) + spec.bytes_per_row(ens) * 50
+    report = bench(classifier, rows=400, batches=(10, 400), forms=("bitvector",), use_peers=False, repeat=1, max_memory=limit)
+    c = report.contenders[0]
+    assert [t.batch for t in c.timings] == [10]
+    assert "not timed at batch 400" in c.note and c.mismatched_rows == 0
+    assert "not timed at batch 400" in report.summary()
+
+
+def test_plot_is_a_png_of_every_timed_contender(tmp_path, capsys, classifier):
+    import matplotlib.image
+
+    joblib.dump(classifier, tmp_path / "m.joblib")
+    png = tmp_path / "bench.png"
+    assert main(["bench", str(tmp_path / "m.joblib"), "--rows", "200", "--batch", "1,100", "--repeat", "1", "--plot", str(png)]) == 0
+    capsys.readouterr()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    image = matplotlib.image.imread(png)
+    assert image.ndim == 3 and image.shape[0] >= 400 and image.shape[1] >= 600
+
+
+def test_plot_without_matplotlib_is_a_one_line_error(tmp_path, capsys, classifier, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    joblib.dump(classifier, tmp_path / "m.joblib")
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    png = tmp_path / "bench.png"
+    assert main(["bench", str(tmp_path / "m.joblib"), "--rows", "100", "--batch", "10", "--repeat", "1", "--no-peers", "--plot", str(png)]) == 2
+    err = capsys.readouterr().err
+    assert "needs matplotlib" in err and len(err.strip().splitlines()) == 1 and not png.exists()

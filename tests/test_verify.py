@@ -64,7 +64,7 @@ def test_values_off_by_one_leaf_are_caught_through_routing():
     """A graph whose leaf values are right but one tree's routing is off is caught even when the
     value error is below the tolerance."""
     model = RandomForestRegressor(n_estimators=50, max_depth=3, random_state=0).fit(XD, YD)
-    onx = tree2mat.convert(model)
+    onx = tree2mat.convert(model, form="bitvector")  # (its "threshold" constant is per node, in tree order)
     # Shift the threshold of tree 0's root by a lot: routing changes for many rows.
     thr = next(i for i in onx.graph.initializer if i.name == "threshold")
     arr = onnx.numpy_helper.to_array(thr).copy()

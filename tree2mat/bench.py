@@ -2,10 +2,18 @@
 
 Contenders, all on the same rows: tree2mat's forms (``auto`` by default, or those asked for), the
 peer converter's ``ai.onnx.ml`` TreeEnsemble graph (skl2onnx / onnxmltools, when installed: the
-``bench`` extra) and the library's own ``predict``. Per contender and batch size: rows per second
-and per-batch latency percentiles (onnxruntime on the CPU, ``threads`` intra-op threads; the
-libraries with their own defaults), plus conversion time, graph size and how many of the rows
-give outputs that differ from the library's (labels exactly; values as ``verify`` compares).
+``bench`` extra), Hummingbird's graphs with each of its tree strategies (when Hummingbird is
+installed) and the library's own ``predict``. Per contender and batch size: rows per second and
+per-batch latency percentiles (onnxruntime with ``threads`` intra-op threads; the libraries with
+their own defaults), plus conversion time, graph size, peak memory and how many of the rows give
+outputs that differ from the library's (labels exactly; values as ``verify`` compares).
+
+``device="cuda"`` runs tree2mat's and Hummingbird's graphs on onnxruntime's CUDA provider alone
+(no CPU fallback); the TreeEnsemble graph has no CUDA kernel and always runs on the CPU.
+
+A tree2mat form is timed only at the batch sizes whose estimated memory (its constants plus its
+intermediates per row, as ``--form auto`` estimates them) fits ``max_memory``; the others are
+named in its note. Outputs are compared with the library's in chunks of the largest such batch.
 
 Timing: one warm-up run per batch size, then ``repeat`` timed runs (at least 50 at batch 1), each
 on the next ``batch`` rows of the data, cycled. Speed is measured here and in benchmarks/, never
@@ -15,10 +23,13 @@ asserted in tests.
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,8 +59,11 @@ class Contender:
     convert_s: float | None = None
     file_bytes: int | None = None
     mismatched_rows: int | None = None  # rows whose outputs differ from the library's
+    mismatched_labels: int | None = None  # of those, rows whose label differs (classifiers)
+    peak_mib: float | None = None  # resident memory above the start: loading, comparing, timing
     timings: list[Timing] = field(default_factory=list)
     note: str = ""
+    device: str = "cpu"
 
 
 @dataclass
@@ -58,12 +72,14 @@ class BenchReport:
     rows: int
     threads: int | None
     contenders: list[Contender]
+    device: str = "cpu"
 
     def to_json(self) -> str:
-        return json.dumps({"schema": 1, **asdict(self)}, indent=1)
+        return json.dumps({"schema": 2, **asdict(self)}, indent=1)
 
     def summary(self) -> str:
-        lines = [f"bench {self.model}: {self.rows} rows, onnxruntime CPU, threads {self.threads or 'default'}"]
+        where = "onnxruntime CPU" if self.device == "cpu" else "onnxruntime CUDA (TreeEnsemble and predict on the CPU)"
+        lines = [f"bench {self.model}: {self.rows} rows, {where}, threads {self.threads or 'default'}"]
         head = f"{'contender':<28}{'batch':>8}{'rows/s':>12}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}{'x ref':>8}"
         lines.append(head)
         reference = {t.batch: t.rows_per_s for c in self.contenders if c.kind == "peer" for t in c.timings}
@@ -75,12 +91,14 @@ class BenchReport:
                 ratio = f"{t.rows_per_s / reference[t.batch]:.2f}" if t.batch in reference else "-"
                 lines.append(f"{c.name:<28}{t.batch:>8}{t.rows_per_s:>12.4g}{t.p50_ms:>10.4g}{t.p90_ms:>10.4g}{t.p99_ms:>10.4g}{ratio:>8}")
         lines.append("")
-        lines.append(f"{'contender':<28}{'convert s':>10}{'file':>12}{'rows differing from the library':>34}")
+        lines.append(f"{'contender':<28}{'convert s':>10}{'file':>12}{'peak MiB':>10}{'rows differing from the library':>33}{'labels':>8}")
         for c in self.contenders:
             conv = "-" if c.convert_s is None else f"{c.convert_s:.2f}"
             size = "-" if c.file_bytes is None else f"{c.file_bytes / 2**10:.1f} KiB"
+            peak = "-" if c.peak_mib is None else f"{c.peak_mib:.0f}"
             diff = "-" if c.mismatched_rows is None else str(c.mismatched_rows)
-            lines.append(f"{c.name:<28}{conv:>10}{size:>12}{diff:>34}" + (f"  ({c.note})" if c.note else ""))
+            labels = "-" if c.mismatched_labels is None else str(c.mismatched_labels)
+            lines.append(f"{c.name:<28}{conv:>10}{size:>12}{peak:>10}{diff:>33}{labels:>8}" + (f"  ({c.note})" if c.note and c.timings else ""))
         if reference:
             lines.append("x ref: rows/s over the peer TreeEnsemble graph's at the same batch size")
         return "\n".join(lines)
@@ -112,20 +130,24 @@ def time_runs(run: Callable[[np.ndarray], Any], X: np.ndarray, batch: int, repea
     return Timing(batch, runs, float(batch * runs / np.sum(times)), *(float(np.percentile(ms, q)) for q in (50, 90, 99)))
 
 
-def _mismatched(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], ens: Ensemble) -> int:
+def _mismatched(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], ens: Ensemble) -> tuple[int, int | None]:
     """Rows where some output differs from the library's, as ``verify`` judges (every row when
-    an output is missing or of another size)."""
+    an output is missing or of another size), and of those the rows whose label differs (None
+    without a label)."""
     from tree2mat.verify import DEFAULT_RTOL, default_atol, differing_rows
 
     n = next(iter(expected.values())).shape[0]
     bad = np.zeros(n, bool)
+    labels = None
     for name, exp in expected.items():
         exp, out = np.asarray(exp), np.asarray(got.get(name, ()))
         if out.size != exp.size:
-            return n
+            return n, (n if name == "label" else labels)
         rows, _, _ = differing_rows(out.reshape(exp.shape), exp, default_atol(ens), DEFAULT_RTOL, name == "label")
         bad[rows] = True
-    return int(bad.sum())
+        if name == "label":
+            labels = int(np.unique(rows).size)
+    return int(bad.sum()), labels
 
 
 def bench(
@@ -139,17 +161,25 @@ def bench(
     repeat: int = 5,
     threads: int | None = None,
     seed: int = 0,
+    device: str = "cpu",
+    max_memory: int | None = None,
 ) -> BenchReport:
-    """Time tree2mat's graphs of a model next to its peer and the library (see module doc)."""
+    """Time tree2mat's graphs of a model next to its peers and the library (see module doc).
+    ``max_memory``: bytes a tree2mat graph may need at one batch (default: half this machine's
+    memory)."""
     import tree2mat
-    from tree2mat.forms import AUTO, check_form
-    from tree2mat.verify import load_data
+    from tree2mat.forms import AUTO, FORMS, check_form
+    from tree2mat.verify import devices_for, load_data
 
     if repeat < 1 or rows < 1 or (threads is not None and threads < 1):
         raise OptionError("--repeat, --rows and --threads must be >= 1")
+    if device not in ("cpu", "cuda"):
+        raise OptionError(f"--device {device!r}: choose cpu or cuda")
+    devices_for(device)  # cuda without the CUDA provider: an error before any work
     for form in forms:
         if form != AUTO:
             check_form(form)
+    limit = max_memory if max_memory is not None else physical_memory() // 2
     model = frontends.resolve(model_or_path)
     ens = frontends.to_ensemble(model)
     library = frontends.library_model(model_or_path, ens) if isinstance(model, Ensemble) else model
@@ -174,19 +204,102 @@ def bench(
         onx = tree2mat.convert(ens, form=form)
         convert_s = time.perf_counter() - t
         picked = {p.key: p.value for p in onx.metadata_props}["tree2mat.form"]
-        sess = peers.session(onx, threads)
-        c = Contender(f"tree2mat {form}" + (f" ({picked})" if form == AUTO else ""), "tree2mat", convert_s, onx.ByteSize())
-        run = _ort_runner(sess)
+        spec = FORMS[picked]
+        c = Contender(f"tree2mat {form}" + (f" ({picked})" if form == AUTO else ""), "tree2mat", convert_s, onx.ByteSize(), device=device)
+        fits = [b for b in batches if spec.constant_bytes(ens) + spec.bytes_per_row(ens) * min(b, X.shape[0]) <= limit]
+        if len(fits) < len(batches):
+            c.note = f"not timed at batch {', '.join(str(b) for b in batches if b not in fits)}: over {limit / 2**30:.1f} GiB (--max-memory)"
+        run = _ort_runner(peers.session(onx, threads, device))
+        chunk = max(fits) if fits else max(1, (limit - spec.constant_bytes(ens)) // max(1, spec.bytes_per_row(ens)))
         if expected is not None:
-            c.mismatched_rows = _mismatched(run(X), expected, ens)
-        c.timings = [time_runs(run, X, b, repeat) for b in batches]
+            c.mismatched_rows, c.mismatched_labels = _mismatched(_chunked(run, X, chunk), expected, ens)
+        c.timings = [time_runs(run, X, b, repeat) for b in fits]
+        if fits:
+            c.peak_mib = peak_mib(lambda: _ort_runner(peers.session(onx, threads, device, arena=False)), X, max(fits))
         contenders.append(c)
     if use_peers and library is not None:
         contenders.append(_peer(library, ens, X, expected, batches, repeat, threads))
+        contenders.extend(_hummingbird(library, ens, X, expected, batches, repeat, threads, device))
     if library is not None:
         contenders.append(_native(library, ens, X, batches, repeat))
     name = str(model_or_path) if isinstance(model_or_path, (str, bytes)) or hasattr(model_or_path, "__fspath__") else type(model_or_path).__name__
-    return BenchReport(name, int(X.shape[0]), threads, contenders)
+    return BenchReport(name, int(X.shape[0]), threads, contenders, device)
+
+
+def physical_memory() -> int:
+    """This machine's memory in bytes (4 GiB where the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 4 * 2**30
+
+
+def _rss() -> int | None:
+    """This process's resident memory in bytes (Linux), else None."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class PeakMemory:
+    """Peak resident memory of the process above its level on entry, sampled every 2 ms by a
+    thread (``mib`` is None where resident memory cannot be read)."""
+
+    def __enter__(self) -> PeakMemory:
+        self.base = _rss()
+        self.peak = self.base or 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        if self.base is not None:
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.002):
+            self.peak = max(self.peak, _rss() or 0)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.peak = max(self.peak, _rss() or 0)
+
+    @property
+    def mib(self) -> float | None:
+        return None if self.base is None else max(0, self.peak - self.base) / 2**20
+
+
+def peak_mib(make_run: Callable[[], Callable[[np.ndarray], Any]], X: np.ndarray, batch: int) -> float | None:
+    """Peak resident memory (MiB, above the level before) of making a runner (for a graph: a
+    session without a memory arena, so memory is returned between measurements) and running it
+    once on ``batch`` rows. Freed memory is handed back to the system first (glibc's malloc_trim)."""
+    _trim()
+    rows = X[:batch] if X.shape[0] >= batch else np.resize(X, (batch, X.shape[1]))
+    with PeakMemory() as peak:
+        run = make_run()
+        run(rows)
+        del run
+    _trim()
+    return peak.mib
+
+
+def _trim() -> None:
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _chunked(run: Callable[[np.ndarray], dict[str, np.ndarray]], X: np.ndarray, chunk: int) -> dict[str, np.ndarray]:
+    """``run`` over ``X`` in chunks of ``chunk`` rows, outputs concatenated along the rows."""
+    parts = [run(X[i : i + chunk]) for i in range(0, X.shape[0], chunk)]
+    return {k: np.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
 
 
 def bench_rows(ens: Ensemble, rows: int, seed: int) -> np.ndarray:
@@ -223,15 +336,46 @@ def _peer(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batches: tu
     except Exception as exc:  # the peer refuses the model: say so, measure the rest
         c.note = f"the peer cannot convert it: {peers.one_line(exc)}"
         return c
+    _time_graph(c, onx, sess, ens, X, expected, batches, repeat, threads, "cpu")
+    return c
+
+
+def _time_graph(c: Contender, onx: Any, sess: Any, ens: Ensemble, X: np.ndarray, expected: Any, batches: tuple[int, ...],
+                repeat: int, threads: int | None, device: str) -> None:
+    """A peer graph's mismatches, timings and peak memory, into ``c``."""
     classifier = ens.task is Task.CLASSIFICATION
 
-    def run(rows: np.ndarray) -> dict[str, np.ndarray]:
-        return peers.outputs(sess, rows, classifier)
+    def runner(s: Any) -> Callable[[np.ndarray], dict[str, np.ndarray]]:
+        return lambda rows: peers.outputs(s, rows, classifier)
 
+    run = runner(sess)
     if expected is not None and ens.task in (Task.CLASSIFICATION, Task.REGRESSION):
-        c.mismatched_rows = _mismatched(run(X), expected, ens)
+        c.mismatched_rows, c.mismatched_labels = _mismatched(_chunked(run, X, max(batches)), expected, ens)
     c.timings = [time_runs(run, X, b, repeat) for b in batches]
-    return c
+    c.peak_mib = peak_mib(lambda: runner(peers.session(onx, threads, device, arena=False)), X, max(batches))
+
+
+def _hummingbird(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batches: tuple[int, ...], repeat: int,
+                 threads: int | None, device: str) -> list[Contender]:
+    """One contender per Hummingbird tree strategy, when Hummingbird is installed (none
+    otherwise; the summary says so)."""
+    if not (peers.available("hummingbird") and peers.available("torch")):
+        return [Contender("hummingbird", "hummingbird", note="not measured: Hummingbird is not installed (pip install hummingbird-ml)")]
+    out = []
+    for strategy in peers.HUMMINGBIRD_STRATEGIES:
+        c = Contender(f"hummingbird {strategy}", "hummingbird", device=device)
+        out.append(c)
+        try:
+            t = time.perf_counter()
+            onx = peers.hummingbird_convert(library, X[: min(1000, X.shape[0])], strategy)
+            c.convert_s = time.perf_counter() - t
+            c.file_bytes = onx.ByteSize()
+            sess = peers.session(onx, threads, device)
+        except Exception as exc:
+            c.note = f"Hummingbird cannot convert it: {peers.one_line(exc)}"
+            continue
+        _time_graph(c, onx, sess, ens, X, expected, batches, repeat, threads, device)
+    return out
 
 
 def _native(library: Any, ens: Ensemble, X: np.ndarray, batches: tuple[int, ...], repeat: int) -> Contender:
@@ -249,4 +393,44 @@ def _native(library: Any, ens: Ensemble, X: np.ndarray, batches: tuple[int, ...]
             return predict(rows)
 
     c.timings = [time_runs(run, X, b, repeat) for b in batches]
+    c.peak_mib = peak_mib(lambda: run, X, max(batches))
     return c
+
+
+def plot_report(report: BenchReport) -> bytes:
+    """A PNG: rows/s of every timed contender (bars, log scale) per batch size, with the ratio to
+    the TreeEnsemble graph written over each bar."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise OptionError("--plot needs matplotlib: pip install 'tree2mat[plot]'") from None
+    import io
+
+    timed = [c for c in report.contenders if c.timings]
+    batches = sorted({t.batch for c in timed for t in c.timings})
+    reference = {t.batch: t.rows_per_s for c in timed if c.kind == "peer" for t in c.timings}
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(batches) * max(1, len(timed)) / 3), 4.5), dpi=120)
+    width = 0.8 / max(1, len(timed))
+    for i, c in enumerate(timed):
+        by_batch = {t.batch: t.rows_per_s for t in c.timings}
+        xs = [j + (i - (len(timed) - 1) / 2) * width for j, b in enumerate(batches) if b in by_batch]
+        ys = [by_batch[b] for b in batches if b in by_batch]
+        bars = ax.bar(xs, ys, width, label=c.name)
+        for bar, b in zip(bars, [b for b in batches if b in by_batch]):
+            if b in reference:
+                ax.annotate(f"{by_batch[b] / reference[b]:.2f}x", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                            ha="center", va="bottom", fontsize=7, rotation=90)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(batches)), [f"batch {b:,}" for b in batches])
+    ax.set_ylabel("rows / s")
+    where = "CPU" if report.device == "cpu" else "CUDA (TreeEnsemble, predict: CPU)"
+    ax.set_title(f"{Path(report.model).name}: {report.rows:,} rows, onnxruntime {where}, threads {report.threads or 'default'}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()

@@ -1,6 +1,7 @@
-"""The peer converters (ONNX ``ai.onnx.ml`` TreeEnsemble graphs from skl2onnx and onnxmltools),
-for ``tree2mat bench`` and the benchmarks: how each is called, and its outputs named as
-tree2mat's. Needs the ``bench`` extra; :func:`available` says whether a peer is installed."""
+"""The peer converters, for ``tree2mat bench`` and the benchmarks: ONNX ``ai.onnx.ml``
+TreeEnsemble graphs from skl2onnx and onnxmltools (the ``bench`` extra), and Hummingbird's
+standard-op graphs (when installed: it needs PyTorch); how each is called, and its outputs named
+as tree2mat's. :func:`available` says whether a peer is installed."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def _skl2onnx_convert(model: Any, n_features: int) -> tuple[onnx.ModelProto, dic
     from skl2onnx.common import tree_ensemble
     from skl2onnx.common.data_types import FloatTensorType
 
-    options = {"zipmap": False}
+    options = {"zipmap": False} if hasattr(model, "predict_proba") else {}
     types = [("input", FloatTensorType([None, n_features]))]
     how: dict[str, Any] = {
         "call": f"skl2onnx.convert_sklearn(model, initial_types=[('input', FloatTensorType([None, {n_features}]))], "
@@ -105,16 +106,51 @@ def _skl2onnx_convert(model: Any, n_features: int) -> tuple[onnx.ModelProto, dic
     return onx, how
 
 
-def session(onx: onnx.ModelProto, threads: int | None = None) -> Any:
-    """A CPU onnxruntime session of a graph, ``threads`` intra-op threads (None: onnxruntime's
-    default), warnings silenced (onnxmltools declares the label [1], which gives one per run)."""
+#: Hummingbird's tree strategies (``extra_config={"tree_implementation": ...}``).
+HUMMINGBIRD_STRATEGIES = ("gemm", "tree_trav", "perf_tree_trav")
+
+
+def hummingbird_convert(model: Any, X: np.ndarray, strategy: str) -> onnx.ModelProto:
+    """Hummingbird's ONNX graph of ``model`` with one tree strategy, traced on rows ``X``.
+
+    Hummingbird 0.4 exports through ``torch.onnx.export``; since PyTorch 2.9 that defaults to the
+    ``torch.export`` exporter, which fails on Hummingbird's models (TorchExportError), so the call
+    is made with ``dynamo=False`` (PyTorch's TorchScript exporter, what Hummingbird was written
+    for). Nothing else is changed."""
+    import torch
+    from hummingbird.ml import convert as hb_convert
+
+    original = torch.onnx.export
+
+    def export(*args: Any, **kwargs: Any) -> Any:
+        return original(*args, **{**kwargs, "dynamo": False})
+
+    torch.onnx.export = export
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return hb_convert(model, "onnx", X, extra_config={"tree_implementation": strategy}).model
+    finally:
+        torch.onnx.export = original
+
+
+def session(onx: onnx.ModelProto, threads: int | None = None, device: str = "cpu", arena: bool = True) -> Any:
+    """An onnxruntime session of a graph on ``device`` (``cuda``: the CUDA provider alone, no
+    node may fall back to the CPU), ``threads`` intra-op threads (None: onnxruntime's default),
+    warnings silenced (onnxmltools declares the label [1], which gives one per run).
+    ``arena=False``: no CPU memory arena, so memory goes back when a run ends (to measure it)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    opts.enable_cpu_mem_arena = arena
     if threads:
         opts.intra_op_num_threads = threads
-    return ort.InferenceSession(onx.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    providers = ["CPUExecutionProvider"]
+    if device == "cuda":
+        opts.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        providers = ["CUDAExecutionProvider"]
+    return ort.InferenceSession(onx.SerializeToString(), opts, providers=providers)
 
 
 def outputs(sess: Any, X: np.ndarray, classifier: bool) -> dict[str, np.ndarray]:

@@ -6,13 +6,16 @@ measurements (benchmarks/form_speed.py, recorded in benchmarks/RESULTS.md):
 
 - dense matrix forms (sign, bitvector): ``a * T * (I + L) + b * T * I * L`` (per-node and
   per-leaf passes, and the MatMul);
-- traverse: ``c * T * D`` (a few gathers per tree and level).
+- traverse: ``c * levels + d * T``, levels being the sum of the trees' depths (a few gathers
+  per tree and level: the walk takes each tree as deep as it goes, no deeper; then per tree
+  its leaf and value).
 
-On the CPU (2-core AVX-512, onnxruntime 1.31) bitvector was the faster matrix form on 6 of 9
-models and sign at most 10 % ahead on the others; their fitted constants make sign's estimate the
-lower one only past about 460 leaves a tree, where the walk (traverse) is far cheaper still. The
-estimates are listed for all three. No GPU was available to fit CUDA constants:
-the choice is the CPU one on every device.
+On the CPU (2-core AVX-512, onnxruntime 1.31) the walk has been the fastest form on all nine
+models measured since its gather layout was reworked (issue 5: 3 to 30 times the matrix forms),
+so auto picks ``traverse`` wherever it fits the budget, which is nearly always (its memory is the
+smallest). The matrix forms' constants are those fitted before (bitvector the faster of the two
+on 6 of 9 models); they matter where traverse does not fit. The estimates are listed for all
+three. No GPU was available to fit CUDA constants: the choice is the CPU one on every device.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ DEFAULT_MAX_MEMORY = 4 * 2**30
 #: Cost-model constants, microseconds (benchmarks/form_speed.py fits them).
 DENSE_PER_NODE_US = {"sign": 0.00455, "bitvector": 0.00374}
 DENSE_PER_PRODUCT_US = {"sign": 1.19e-5, "bitvector": 1.54e-5}
-TRAVERSE_PER_LEVEL_US = 0.0338
+TRAVERSE_PER_LEVEL_US = 0.00324
+TRAVERSE_PER_TREE_US = 0.00192
 
 
 @dataclass(frozen=True)
@@ -51,8 +55,13 @@ class Choice:
 def estimated_us_per_row(form: str, ens: Ensemble) -> float:
     T, I, L = _layout.padded_sizes(ens)
     if form == "traverse":
-        return TRAVERSE_PER_LEVEL_US * T * max(ens.max_depth(), 1)
+        return TRAVERSE_PER_LEVEL_US * tree_levels(ens) + TRAVERSE_PER_TREE_US * T
     return DENSE_PER_NODE_US[form] * T * (I + L) + DENSE_PER_PRODUCT_US[form] * T * I * L
+
+
+def tree_levels(ens: Ensemble) -> int:
+    """The levels the traverse form walks: every tree's depth (at least 1), summed."""
+    return sum(max(1, int(t.leaf_depths().max(initial=0))) for t in ens.trees)
 
 
 def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY) -> Choice:

@@ -1,0 +1,184 @@
+"""The seven workloads of issue 5, each through ``tree2mat bench``: tree2mat's forms next to the
+ONNX TreeEnsemble peer (skl2onnx / onnxmltools), Hummingbird's three ONNX tree strategies (when
+Hummingbird is installed) and the library's own predict, at batch 1, 1 000 and 100 000.
+
+Data: ``make_classification`` / ``make_regression`` with 28 float features (14 informative),
+20 000 training rows, 100 000 held-out scoring rows, all from ``--seed``. The tables give rows/s at
+the largest batch as ratios to the TreeEnsemble graph (the targets of issue 5), batch-1 latency,
+and the rows each contender gets wrong against the library on the scoring rows.
+
+    python benchmarks/suite.py --out suite.json            # all seven: about 30 minutes on 2 cores
+    python benchmarks/suite.py --workloads xgb_clf --rows 20000 --batch 1,20000
+    python benchmarks/suite.py --report suite.json         # the Markdown tables of an earlier run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+import tree2mat
+from tree2mat.bench import bench, parse_batches
+from tree2mat.forms.auto import parse_memory
+
+FORMS = ("auto", "sign", "bitvector", "traverse")
+
+
+def workloads(seed: int) -> dict:
+    """name -> (estimator factory, task, classes)."""
+    import lightgbm as lgb
+    import xgboost as xgb
+    from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier, RandomForestRegressor
+
+    return {
+        "rf_clf": ("RandomForestClassifier(100, max_depth=8)", lambda: RandomForestClassifier(100, max_depth=8, random_state=seed, n_jobs=2), 2),
+        "rf_reg": ("RandomForestRegressor(100, min_samples_leaf=5)", lambda: RandomForestRegressor(100, min_samples_leaf=5, random_state=seed, n_jobs=2), 0),
+        "hgb_clf": ("HistGradientBoostingClassifier(100)", lambda: HistGradientBoostingClassifier(max_iter=100, random_state=seed), 2),
+        "xgb_clf": ("XGBClassifier(100, depth 6)", lambda: xgb.XGBClassifier(n_estimators=100, max_depth=6, random_state=seed), 2),
+        "xgb_5": ("XGBClassifier 5 classes, depth 6", lambda: xgb.XGBClassifier(n_estimators=100, max_depth=6, random_state=seed), 5),
+        "lgbm_clf": ("LGBMClassifier(100, 31 leaves)", lambda: lgb.LGBMClassifier(n_estimators=100, num_leaves=31, random_state=seed, verbose=-1), 2),
+        "lgbm_reg": ("LGBMRegressor(500, 255 leaves)", lambda: lgb.LGBMRegressor(n_estimators=500, num_leaves=255, random_state=seed, verbose=-1), 0),
+    }
+
+
+def data(classes: int, rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    from sklearn.datasets import make_classification, make_regression
+
+    n = 20_000 + rows
+    if classes:
+        X, y = make_classification(n, 28, n_informative=14, n_classes=classes, random_state=seed)
+    else:
+        X, y = make_regression(n, 28, n_informative=14, noise=5.0, random_state=seed)
+    X = X.astype(np.float32)
+    return X[:20_000], y[:20_000], X[20_000:]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", nargs="*", help="names as in the tables (default: all)")
+    parser.add_argument("--rows", type=int, default=100_000, help="scoring rows")
+    parser.add_argument("--batch", default="1,1000,100000")
+    parser.add_argument("--forms", default=",".join(FORMS))
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--max-memory", default="8G", help="largest estimated memory of a tree2mat graph at one batch")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--report", type=Path, help="print the tables of an earlier --out and stop")
+    args = parser.parse_args()
+    if args.report:
+        print(report(json.loads(args.report.read_text())))
+        return 0
+    batches = parse_batches(args.batch)
+    chosen = workloads(args.seed)
+    names = args.workloads or list(chosen)
+    results = []
+    for name in names:
+        title, make, classes = chosen[name]
+        X, y, rows = data(classes, args.rows, args.seed)
+        start = time.perf_counter()
+        model = make().fit(X, y)
+        print(f"{name}: trained in {time.perf_counter() - start:.1f} s; benchmarking", file=sys.stderr, flush=True)
+        rep = bench(model, rows, batches=batches, forms=tuple(args.forms.split(",")), repeat=args.repeat,
+                    threads=args.threads, max_memory=parse_memory(args.max_memory))
+        print(rep.summary(), file=sys.stderr, flush=True)
+        results.append({"workload": name, "model": title, **asdict(rep)})
+    doc = {
+        "machine": f"{platform.machine()} {platform.processor() or ''}, {len(os.sched_getaffinity(0))} CPUs, {platform.system()}",
+        "cpu": _cpu_name(), "python": platform.python_version(), "tree2mat": tree2mat.__version__,
+        "versions": _versions(), "threads": args.threads, "batches": list(batches), "results": results,
+    }
+    if args.out:
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(report(doc))
+    return 0
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for package in ("onnxruntime", "onnx", "scikit-learn", "xgboost-cpu", "xgboost", "lightgbm", "skl2onnx", "onnxmltools", "hummingbird-ml", "torch"):
+        try:
+            out[package] = version(package)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def _rate(c: dict, batch: int) -> float | None:
+    return next((t["rows_per_s"] for t in c["timings"] if t["batch"] == batch), None)
+
+
+def _p50(c: dict, batch: int) -> float | None:
+    return next((t["p50_ms"] for t in c["timings"] if t["batch"] == batch), None)
+
+
+def report(doc: dict) -> str:
+    big = max(doc["batches"])
+    lines = [
+        f"Rows/s at batch {big:,} ({doc['cpu']}, {doc['machine']}, onnxruntime {doc['versions'].get('onnxruntime')}, "
+        f"{doc['threads']} threads); x TE: over the TreeEnsemble graph in the same run.",
+        "",
+        "| workload | TreeEnsemble rows/s | auto (form) | auto x TE | sign x TE | bitvector x TE | traverse x TE | Hummingbird best x TE | Hummingbird gemm x TE | best matrix form / HB gemm | native x TE |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["results"]:
+        by = {c["name"]: c for c in r["contenders"]}
+        te = next((c for c in r["contenders"] if c["kind"] == "peer" and c["timings"]), None)
+        ref = _rate(te, big) if te else None
+
+        def ratio(rate: float | None) -> str:
+            return "-" if rate is None or not ref else f"{rate / ref:.2f}"
+
+        auto = next((c for c in r["contenders"] if c["name"].startswith("tree2mat auto")), None)
+        hb = {c["name"].split(" ", 1)[1]: _rate(c, big) for c in r["contenders"] if c["kind"] == "hummingbird" and c["timings"]}
+        hb_best = max(hb.items(), key=lambda kv: kv[1] or 0) if hb else None
+        dm = max((_rate(by[f"tree2mat {f}"], big) or 0 for f in ("sign", "bitvector") if f"tree2mat {f}" in by), default=0)
+        gemm = hb.get("gemm")
+        native = next((c for c in r["contenders"] if c["kind"] == "native"), None)
+        lines.append(
+            f"| {r['model']} | {ref:,.0f} | {_rate(auto, big) or 0:,.0f} ({auto['name'][15:-1] if auto else '-'}) | {ratio(_rate(auto, big) if auto else None)} | "
+            + " | ".join(ratio(_rate(by[f"tree2mat {f}"], big)) if f"tree2mat {f}" in by else "-" for f in ("sign", "bitvector", "traverse"))
+            + f" | {f'{ratio(hb_best[1])} ({hb_best[0]})' if hb_best else 'not installed'} | {ratio(gemm)} | "
+            + (f"{dm / gemm:.2f}" if dm and gemm else "-") + f" | {ratio(_rate(native, big) if native else None)} |"
+            if ref else f"| {r['model']} | not measured | | | | | | | | | |"
+        )
+    lines += ["", "Batch 1: p50 latency, ms; and rows whose outputs (labels) differ from the library on the scoring rows.", "",
+              "| workload | TreeEnsemble | auto | auto / TE | TE wrong rows (labels) | auto wrong rows (labels) | Hummingbird wrong rows (labels), per strategy |",
+              "|---|---|---|---|---|---|---|"]
+    for r in doc["results"]:
+        te = next((c for c in r["contenders"] if c["kind"] == "peer" and c["timings"]), None)
+        auto = next((c for c in r["contenders"] if c["name"].startswith("tree2mat auto")), None)
+        a, t = (_p50(auto, 1) if auto else None), (_p50(te, 1) if te else None)
+
+        def wrong(c: dict | None) -> str:
+            if c is None or c.get("mismatched_rows") is None:
+                return "-"
+            return f"{c['mismatched_rows']}" + (f" ({c['mismatched_labels']})" if c.get("mismatched_labels") is not None else "")
+
+        hbw = ", ".join(f"{c['name'].split(' ', 1)[1]} {wrong(c)}" for c in r["contenders"] if c["kind"] == "hummingbird" and c["timings"])
+        lines.append(f"| {r['model']} | {t or 0:.3f} | {a or 0:.3f} | {(a / t) if a and t else 0:.2f} | {wrong(te)} | {wrong(auto)} | {hbw or '-'} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
