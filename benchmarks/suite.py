@@ -90,14 +90,14 @@ def main() -> int:
         rep = bench(model, rows, batches=batches, forms=tuple(args.forms.split(",")), repeat=args.repeat,
                     threads=args.threads, max_memory=parse_memory(args.max_memory))
         print(rep.summary(), file=sys.stderr, flush=True)
-        results.append({"workload": name, "model": title, **asdict(rep)})
-    doc = {
-        "machine": f"{platform.machine()} {platform.processor() or ''}, {len(os.sched_getaffinity(0))} CPUs, {platform.system()}",
-        "cpu": _cpu_name(), "python": platform.python_version(), "tree2mat": tree2mat.__version__,
-        "versions": _versions(), "threads": args.threads, "batches": list(batches), "results": results,
-    }
-    if args.out:
-        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+        results.append({**asdict(rep), "workload": name, "model": title})
+        doc = {
+            "machine": f"{platform.machine()} {platform.processor() or ''}, {len(os.sched_getaffinity(0))} CPUs, {platform.system()}",
+            "cpu": _cpu_name(), "python": platform.python_version(), "tree2mat": tree2mat.__version__,
+            "versions": _versions(), "threads": args.threads, "batches": list(batches), "results": results,
+        }
+        if args.out:  # after every workload: a long run that stops keeps what it measured
+            args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(report(doc))
     return 0
 
@@ -176,7 +176,8 @@ def report(doc: dict) -> str:
             return f"{c['mismatched_rows']}" + (f" ({c['mismatched_labels']})" if c.get("mismatched_labels") is not None else "")
 
         hbw = ", ".join(f"{c['name'].split(' ', 1)[1]} {wrong(c)}" for c in r["contenders"] if c["kind"] == "hummingbird" and c["timings"])
-        lines.append(f"| {r['model']} | {t or 0:.3f} | {a or 0:.3f} | {(a / t) if a and t else 0:.2f} | {wrong(te)} | {wrong(auto)} | {hbw or '-'} |")
+        cells = [f"{t:.3f}" if t else "-", f"{a:.3f}" if a else "-", f"{a / t:.2f}" if a and t else "-"]
+        lines.append(f"| {r['model']} | {' | '.join(cells)} | {wrong(te)} | {wrong(auto)} | {hbw or '-'} |")
     return "\n".join(lines)
 
 

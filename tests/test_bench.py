@@ -155,3 +155,20 @@ def test_plot_without_matplotlib_is_a_one_line_error(tmp_path, capsys, classifie
     assert main(["bench", str(tmp_path / "m.joblib"), "--rows", "100", "--batch", "10", "--repeat", "1", "--no-peers", "--plot", str(png)]) == 2
     err = capsys.readouterr().err
     assert "needs matplotlib" in err and len(err.strip().splitlines()) == 1 and not png.exists()
+
+
+def test_a_peer_graph_that_fails_at_one_batch_size_is_reported_not_fatal(classifier, monkeypatch):
+    """Hummingbird 0.4.11's graphs fail at batch 1 on some models (a Transpose of the wrong
+    rank): the batch is named in the note, the others are timed."""
+    real = peers.outputs
+
+    def outputs(sess, X, classifier_):
+        if X.shape[0] == 1:
+            raise RuntimeError("perm size: 2 does not match input rank: 1")
+        return real(sess, X, classifier_)
+
+    monkeypatch.setattr(peers, "outputs", outputs)
+    report = bench(classifier, rows=300, batches=(1, 100), forms=("traverse",), repeat=1)
+    peer = next(c for c in report.contenders if c.kind == "peer")
+    assert [t.batch for t in peer.timings] == [100] and "fails at batch 1: RuntimeError: perm size" in peer.note
+    assert report.contenders[0].mismatched_rows == 0 and [t.batch for t in report.contenders[0].timings] == [1, 100]

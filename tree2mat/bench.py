@@ -14,6 +14,7 @@ outputs that differ from the library's (labels exactly; values as ``verify`` com
 A tree2mat form is timed only at the batch sizes whose estimated memory (its constants plus its
 intermediates per row, as ``--form auto`` estimates them) fits ``max_memory``; the others are
 named in its note. Outputs are compared with the library's in chunks of the largest such batch.
+Hummingbird's graphs are gated likewise, estimated as tree2mat's layouts of the same kind.
 
 Timing: one warm-up run per batch size, then ``repeat`` timed runs (at least 50 at batch 1), each
 on the next ``batch`` rows of the data, cycled. Speed is measured here and in benchmarks/, never
@@ -35,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from tree2mat import frontends, peers
-from tree2mat.errors import DataError, OptionError
+from tree2mat.errors import DataError, OptionError, UnsupportedModelError
 from tree2mat.ir.core import Ensemble, Task
 
 #: Timed runs at batch 1 at least (single rows are quick and noisy).
@@ -201,12 +202,16 @@ def bench(
     contenders: list[Contender] = []
     for form in forms:
         t = time.perf_counter()
-        onx = tree2mat.convert(ens, form=form)
+        try:
+            onx = tree2mat.convert(ens, form=form)
+        except UnsupportedModelError as exc:  # (a dense form on deep trees): say so, time the rest
+            contenders.append(Contender(f"tree2mat {form}", "tree2mat", note=f"not converted: {exc}", device=device))
+            continue
         convert_s = time.perf_counter() - t
         picked = {p.key: p.value for p in onx.metadata_props}["tree2mat.form"]
         spec = FORMS[picked]
         c = Contender(f"tree2mat {form}" + (f" ({picked})" if form == AUTO else ""), "tree2mat", convert_s, onx.ByteSize(), device=device)
-        fits = [b for b in batches if spec.constant_bytes(ens) + spec.bytes_per_row(ens) * min(b, X.shape[0]) <= limit]
+        fits = [b for b in batches if spec.constant_bytes(ens) + spec.bytes_per_row(ens) * b <= limit]
         if len(fits) < len(batches):
             c.note = f"not timed at batch {', '.join(str(b) for b in batches if b not in fits)}: over {limit / 2**30:.1f} GiB (--max-memory)"
         run = _ort_runner(peers.session(onx, threads, device))
@@ -219,7 +224,7 @@ def bench(
         contenders.append(c)
     if use_peers and library is not None:
         contenders.append(_peer(library, ens, X, expected, batches, repeat, threads))
-        contenders.extend(_hummingbird(library, ens, X, expected, batches, repeat, threads, device))
+        contenders.extend(_hummingbird(library, ens, X, expected, batches, repeat, threads, device, limit))
     if library is not None:
         contenders.append(_native(library, ens, X, batches, repeat))
     name = str(model_or_path) if isinstance(model_or_path, (str, bytes)) or hasattr(model_or_path, "__fspath__") else type(model_or_path).__name__
@@ -349,14 +354,26 @@ def _time_graph(c: Contender, onx: Any, sess: Any, ens: Ensemble, X: np.ndarray,
         return lambda rows: peers.outputs(s, rows, classifier)
 
     run = runner(sess)
-    if expected is not None and ens.task in (Task.CLASSIFICATION, Task.REGRESSION):
-        c.mismatched_rows, c.mismatched_labels = _mismatched(_chunked(run, X, max(batches)), expected, ens)
-    c.timings = [time_runs(run, X, b, repeat) for b in batches]
-    c.peak_mib = peak_mib(lambda: runner(peers.session(onx, threads, device, arena=False)), X, max(batches))
+    try:
+        if expected is not None and ens.task in (Task.CLASSIFICATION, Task.REGRESSION):
+            c.mismatched_rows, c.mismatched_labels = _mismatched(_chunked(run, X, max(batches)), expected, ens)
+    except Exception as exc:  # a peer graph that onnxruntime cannot run: say so, measure the rest
+        c.note = f"onnxruntime cannot run it: {peers.one_line(exc)}"
+        return
+    failed = []
+    for b in batches:
+        try:
+            c.timings.append(time_runs(run, X, b, repeat))
+        except Exception as exc:  # (Hummingbird 0.4.11's graphs fail at batch 1 on some models)
+            failed.append(f"batch {b}: {peers.one_line(exc, 160)}")
+    if failed:
+        c.note = "; ".join([c.note] * bool(c.note) + [f"fails at {f}" for f in failed])
+    if c.timings:
+        c.peak_mib = peak_mib(lambda: runner(peers.session(onx, threads, device, arena=False)), X, max(t.batch for t in c.timings))
 
 
 def _hummingbird(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batches: tuple[int, ...], repeat: int,
-                 threads: int | None, device: str) -> list[Contender]:
+                 threads: int | None, device: str, limit: int) -> list[Contender]:
     """One contender per Hummingbird tree strategy, when Hummingbird is installed (none
     otherwise; the summary says so)."""
     if not (peers.available("hummingbird") and peers.available("torch")):
@@ -374,7 +391,17 @@ def _hummingbird(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batc
         except Exception as exc:
             c.note = f"Hummingbird cannot convert it: {peers.one_line(exc)}"
             continue
-        _time_graph(c, onx, sess, ens, X, expected, batches, repeat, threads, device)
+        # Hummingbird's intermediates are not documented; estimated as tree2mat's layouts of
+        # the same kind (gemm: the dense matrices; the traversals: the walk, twice over).
+        from tree2mat.forms import FORMS
+
+        spec = FORMS["bitvector" if strategy == "gemm" else "traverse"]
+        per_row = spec.bytes_per_row(ens) * (1 if strategy == "gemm" else 2)
+        fits = tuple(b for b in batches if c.file_bytes + per_row * b <= limit)
+        if len(fits) < len(batches):
+            c.note = f"not timed at batch {', '.join(str(b) for b in batches if b not in fits)}: estimated over {limit / 2**30:.1f} GiB (--max-memory)"
+        if fits:
+            _time_graph(c, onx, sess, ens, X, expected, fits, repeat, threads, device)
     return out
 
 

@@ -88,8 +88,9 @@ def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
             next_id += 2
     width = [st.cat_position.size if b == "cat" else F for b in BLOCKS]
     used = sorted({int(c) for c in np.unique(block)} | {0})
-    offset = dict(zip(used, np.cumsum([0] + [width[c] for c in used])[:-1]))
-    column = (np.vectorize(offset.get)(block) + index).astype(np.int32)
+    offset = np.zeros(len(BLOCKS), np.int64)
+    offset[used] = np.cumsum([0] + [width[c] for c in used])[:-1]
+    column = (offset[block] + index).astype(np.int32)
     depth = np.asarray([t.leaf_depths().max(initial=0) for t in ens.trees], np.int64)
     order = np.argsort(-depth, kind="stable")
     return NodeTable(column[order], threshold[order], first[order], leaf[order],
