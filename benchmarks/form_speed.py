@@ -78,7 +78,7 @@ def main() -> int:
         model = make().fit(X, y)
         ens = tree2mat.load(model)
         T, I, L = _layout.padded_sizes(ens)
-        depth = max(int(t.leaf_depths().max(initial=0)) for t in ens.trees)
+        depth = ens.max_depth()
         entry = {"model": name, "T": T, "I": I, "L": L, "depth": depth, "levels": auto.tree_levels(ens), "us_per_row": {},
                  "estimate_us": {f: auto.estimated_us_per_row(f, ens) for f in ("sign", "bitvector", "traverse")},
                  "auto": auto.choose(ens).form}

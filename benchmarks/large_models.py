@@ -76,7 +76,7 @@ def measure(name: str, fit, X: np.ndarray, verify_rows: int) -> dict:
     verify_s = time.perf_counter() - t
     return {
         "model": name, "form": meta["tree2mat.form"], "auto": meta.get("tree2mat.auto"), "trees": ens.n_trees, "max_leaves": max(t.n_leaves for t in ens.trees),
-        "max_depth": max(int(t.leaf_depths().max(initial=0)) for t in ens.trees),
+        "max_depth": ens.max_depth(),
         "fit_s": round(fit_s, 1), "convert_s": round(convert_s, 1),
         # Process peaks: before converting (fitting included) and after; equal when converting
         # needed no more than fitting did.

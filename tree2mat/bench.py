@@ -211,9 +211,7 @@ def bench(
         picked = {p.key: p.value for p in onx.metadata_props}["tree2mat.form"]
         spec = FORMS[picked]
         c = Contender(f"tree2mat {form}" + (f" ({picked})" if form == AUTO else ""), "tree2mat", convert_s, onx.ByteSize(), device=device)
-        fits = [b for b in batches if spec.constant_bytes(ens) + spec.bytes_per_row(ens) * b <= limit]
-        if len(fits) < len(batches):
-            c.note = f"not timed at batch {', '.join(str(b) for b in batches if b not in fits)}: over {limit / 2**30:.1f} GiB (--max-memory)"
+        fits, c.note = _within(batches, spec.constant_bytes(ens), spec.bytes_per_row(ens), limit)
         run = _ort_runner(peers.session(onx, threads, device))
         chunk = max(fits) if fits else max(1, (limit - spec.constant_bytes(ens)) // max(1, spec.bytes_per_row(ens)))
         if expected is not None:
@@ -229,6 +227,14 @@ def bench(
         contenders.append(_native(library, ens, X, batches, repeat))
     name = str(model_or_path) if isinstance(model_or_path, (str, bytes)) or hasattr(model_or_path, "__fspath__") else type(model_or_path).__name__
     return BenchReport(name, int(X.shape[0]), threads, contenders, device)
+
+
+def _within(batches: tuple[int, ...], fixed: int, per_row: int, limit: int) -> tuple[tuple[int, ...], str]:
+    """The batch sizes whose estimated memory (``fixed`` + ``per_row`` x batch bytes) fits
+    ``limit``, and a note naming the others ("" when all fit)."""
+    fits = tuple(b for b in batches if fixed + per_row * b <= limit)
+    over = [str(b) for b in batches if b not in fits]
+    return fits, f"not timed at batch {', '.join(over)}: estimated over {limit / 2**30:.1f} GiB (--max-memory)" if over else ""
 
 
 def physical_memory() -> int:
@@ -397,9 +403,7 @@ def _hummingbird(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batc
 
         spec = FORMS["bitvector" if strategy == "gemm" else "traverse"]
         per_row = spec.bytes_per_row(ens) * (1 if strategy == "gemm" else 2)
-        fits = tuple(b for b in batches if c.file_bytes + per_row * b <= limit)
-        if len(fits) < len(batches):
-            c.note = f"not timed at batch {', '.join(str(b) for b in batches if b not in fits)}: estimated over {limit / 2**30:.1f} GiB (--max-memory)"
+        fits, c.note = _within(batches, c.file_bytes, per_row, limit)
         if fits:
             _time_graph(c, onx, sess, ens, X, expected, fits, repeat, threads, device)
     return out

@@ -20,7 +20,7 @@ def matrices_of(ens: Ensemble, tree: int) -> dict[str, np.ndarray]:
 
 def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY) -> dict[str, Any]:
     """Machine-readable facts about the ensemble (``inspect --format json``)."""
-    depths = [int(t.leaf_depths().max()) if t.n_internal else 0 for t in ens.trees]
+    depths = ens.tree_depths().tolist()
     leaves = [t.n_leaves for t in ens.trees]
     used = sorted({int(f) for t in ens.trees for f in t.feature})
     info: dict[str, Any] = {

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from tree2mat.errors import OptionError, UnsupportedModelError
 from tree2mat.forms import _layout
 from tree2mat.ir.core import Ensemble
@@ -61,7 +63,7 @@ def estimated_us_per_row(form: str, ens: Ensemble) -> float:
 
 def tree_levels(ens: Ensemble) -> int:
     """The levels the traverse form walks: every tree's depth (at least 1), summed."""
-    return sum(max(1, int(t.leaf_depths().max(initial=0))) for t in ens.trees)
+    return int(np.maximum(ens.tree_depths(), 1).sum())
 
 
 def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY) -> Choice:

@@ -91,7 +91,7 @@ def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
     offset = np.zeros(len(BLOCKS), np.int64)
     offset[used] = np.cumsum([0] + [width[c] for c in used])[:-1]
     column = (offset[block] + index).astype(np.int32)
-    depth = np.asarray([t.leaf_depths().max(initial=0) for t in ens.trees], np.int64)
+    depth = ens.tree_depths()
     order = np.argsort(-depth, kind="stable")
     return NodeTable(column[order], threshold[order], first[order], leaf[order],
                      tuple(BLOCKS[c] for c in used), order, depth[order])

@@ -380,9 +380,13 @@ class Ensemble:
     def n_trees(self) -> int:
         return len(self.trees)
 
+    def tree_depths(self) -> np.ndarray:
+        """Each tree's depth, its deepest leaf's (0 for a single leaf), int64 [T]."""
+        return np.asarray([t.leaf_depths().max(initial=0) for t in self.trees], np.int64)
+
     def max_depth(self) -> int:
         """Depth of the deepest leaf of any tree (0 for single leaves)."""
-        return max(int(t.leaf_depths().max(initial=0)) for t in self.trees)
+        return int(self.tree_depths().max())
 
     def trees_per_output(self) -> np.ndarray:
         """How many trees add into each margin column (what a mean divides by), int64 [K]."""
