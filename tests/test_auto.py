@@ -114,7 +114,7 @@ def test_cli_says_what_auto_picked_and_why(tmp_path, capsys, shallow):
 
 
 def test_graph_over_the_protobuf_limit_is_written_as_external_data(tmp_path, capsys, monkeypatch):
-    model = RandomForestClassifier(n_estimators=5, max_depth=5, random_state=0).fit(XI, YI)
+    model = RandomForestClassifier(n_estimators=20, max_depth=6, random_state=0).fit(XI, YI)
     import joblib
 
     joblib.dump(model, tmp_path / "m.joblib")
@@ -132,7 +132,7 @@ def test_graph_over_the_protobuf_limit_is_written_as_external_data(tmp_path, cap
     np.testing.assert_array_equal(labels, model.predict(XI))
     assert main(["verify", str(tmp_path / "m.joblib"), str(graph), "--rows", "200"]) == 0
     # Another model over the same path: its own data file, and the old one is gone.
-    other = RandomForestClassifier(n_estimators=4, max_depth=4, random_state=1).fit(XI, YI)
+    other = RandomForestClassifier(n_estimators=20, max_depth=5, random_state=1).fit(XI, YI)
     joblib.dump(other, tmp_path / "m.joblib")
     assert main(["convert", str(tmp_path / "m.joblib"), "-o", str(graph), "--form", "sign"]) == 0
     new = CONVERT.external_data_file(graph)

@@ -172,3 +172,27 @@ def test_a_peer_graph_that_fails_at_one_batch_size_is_reported_not_fatal(classif
     peer = next(c for c in report.contenders if c.kind == "peer")
     assert [t.batch for t in peer.timings] == [100] and "fails at batch 1: RuntimeError: perm size" in peer.note
     assert report.contenders[0].mismatched_rows == 0 and [t.batch for t in report.contenders[0].timings] == [1, 100]
+
+
+def test_hummingbird_gemm_over_the_memory_limit_is_not_converted(classifier, monkeypatch):
+    """Hummingbird's GEMM conversion of a forest with thousands of leaves per tree held 12 GiB:
+    bench estimates it from the dense matrices and leaves it out, saying so, instead of running
+    the machine out of memory; the other strategies are still tried."""
+    from tree2mat import bench as bench_module
+    from tree2mat.forms import FORMS
+
+    monkeypatch.setattr(peers, "available", lambda name: True)
+    tried = []
+
+    def convert(model, X, strategy):
+        tried.append(strategy)
+        raise RuntimeError("no Hummingbird here")
+
+    monkeypatch.setattr(peers, "hummingbird_convert", convert)
+    ens = tree2mat.load(classifier)
+    limit = bench_module.HUMMINGBIRD_GEMM_COPIES * FORMS["bitvector"].constant_bytes(ens) - 1
+    report = bench(classifier, rows=200, batches=(100,), forms=("traverse",), repeat=1, max_memory=limit)
+    hb = {c.name: c for c in report.contenders if c.kind == "hummingbird"}
+    assert "not converted" in hb["hummingbird gemm"].note and "over the memory limit" in hb["hummingbird gemm"].note
+    assert tried == [s for s in peers.HUMMINGBIRD_STRATEGIES if s != "gemm"]
+    assert all("cannot convert it: RuntimeError" in hb[f"hummingbird {s}"].note for s in tried)

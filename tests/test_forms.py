@@ -63,3 +63,45 @@ def test_exact_form_matches_the_library(form, matmul, name):
     assert report.passed, report.summary()
     raw = tree2mat.verify(model, tree2mat.convert(model, form=form, matmul=matmul, raw=True, dtype="float64"), rows=300)
     assert raw.passed, raw.summary()
+
+
+def _padded_work(groups, sizes):
+    return sum(g.size * (max(1, sizes[g].max()) + 1) * (max(1, sizes[g].max()) + 2) for g in groups)
+
+
+def test_size_groups_partition_the_trees_near_the_least_padded_work():
+    """The matrix forms pad each group of trees to its largest: every tree in exactly one group,
+    at most four groups, and padded work within 10 % of the best split found by brute force."""
+    import itertools
+
+    from tree2mat.forms._exact import size_groups
+
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        sizes = rng.choice([0, 1, 3, 7, 15, 31, 63], size=int(rng.integers(1, 12)))
+        groups = size_groups(sizes)
+        assert 1 <= len(groups) <= 4
+        assert sorted(np.concatenate(groups).tolist()) == list(range(sizes.size))
+        assert all(np.all(np.diff(g) > 0) for g in groups)
+        # Brute force over every way to cut the sizes, largest first, into at most four groups.
+        order = np.argsort(-np.maximum(sizes, 1), kind="stable")
+        best = min(
+            _padded_work(np.split(order, cuts), sizes)
+            for k in range(4) for cuts in itertools.combinations(range(1, sizes.size), k)
+        )
+        assert _padded_work(groups, sizes) <= 1.1 * best
+    assert len(size_groups(np.full(50, 30))) == 1  # equal trees: one group
+
+
+@pytest.mark.parametrize("form,matmul", [v for v in EXACT_VARIANTS if v[0] != "traverse"])
+def test_matrix_forms_group_trees_of_different_sizes_exactly(form, matmul):
+    """Boosting whose later trees shrink to a few nodes or one leaf: the matrix forms pad the
+    trees in several size groups (one MatMul each) and still route every row as XGBoost does."""
+    model = xgb.XGBRegressor(n_estimators=30, max_depth=6, gamma=2000, learning_rate=0.3).fit(_holes(XD), YD)
+    sizes = [t.n_internal for t in tree2mat.load(model).trees]
+    assert max(sizes) > 30 and min(sizes) == 0  # (the premise: very different sizes)
+    onx = tree2mat.convert(model, form=form, matmul=matmul)
+    matrices = [i for i in onx.graph.initializer if i.name.endswith("_matrix")]
+    assert len(matrices) > 1
+    report = tree2mat.verify(model, onx, rows=400)
+    assert report.passed, report.summary()

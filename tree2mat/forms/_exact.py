@@ -18,13 +18,12 @@ from tree2mat.ir.core import Ensemble
 ExitLeaf = Callable[[GraphBuilder, Ensemble, _layout.Stacked, str, GraphOptions], str]
 
 
-def padded_matrices(ens: Ensemble, st: _layout.Stacked, matrix: Callable, pad_row: float) -> np.ndarray:
-    """A per-tree [L, I] matrix of the papers stacked and transposed, float32 [T, I, L]; padding
-    leaves get ``pad_row`` everywhere, padding nodes 0."""
-    out = np.zeros((st.n_trees, st.n_internal, st.n_leaves), np.float32)
+def padded_matrices(ens: Ensemble, st: _layout.Stacked, matrix: Callable) -> np.ndarray:
+    """A per-tree [L, I] matrix of the papers stacked, float32 [T, L, I]; padding leaves and
+    padding nodes get 0."""
+    out = np.zeros((st.n_trees, st.n_leaves, st.n_internal), np.float32)
     for t, tree in enumerate(ens.trees):
-        out[t, :, tree.n_leaves :] = pad_row
-        out[t, : tree.n_internal, : tree.n_leaves] = matrix(tree).T
+        out[t, : tree.n_leaves, : tree.n_internal] = matrix(tree)
     return out
 
 
@@ -48,30 +47,104 @@ def trees_first(g: GraphBuilder, st: _layout.Stacked, bits: str, hint: str) -> s
 
 
 #: Element types of the path-matching MatMul, and the largest integer each holds exactly. Only
-#: integers pass through it (entries -1, 0, 1; sums bounded by the depth or the node count).
+#: integers pass through it (small integer entries; sums bounded by the depth or the node count).
 MATMUL_DTYPES = {"float32": 2**24, "float16": 2**11, "int8": 2**31 - 1}
 
 
-def path_scores(g: GraphBuilder, st: _layout.Stacked, indicator: str, matrix: np.ndarray, matmul: str, bound: int, hint: str) -> str:
-    """``indicator`` [N, T * I] (float32, entries -1/0/1) times ``matrix`` [T, I, L] per tree,
-    as float32 [T, N, L], with the MatMul in ``matmul``: float32, float16 (MatMul), or int8
-    (MatMulInteger, int32 accumulation). ``bound``: the largest |partial sum| the product can
-    reach; refused where ``matmul`` cannot hold it exactly."""
+def size_groups(n_internal: np.ndarray, max_groups: int = 4, slack: float = 1.1) -> list[np.ndarray]:
+    """The trees (indices, ascending) in at most ``max_groups`` groups of similar size, each to be
+    padded to its largest tree: the fewest groups whose padded work, the sum over groups of
+    trees x (nodes + 1) x (nodes + 2), is within ``slack`` of the least (a dynamic programme over
+    the distinct sizes, largest group first)."""
+    sizes = np.maximum(np.asarray(n_internal), 1)
+    values = np.unique(sizes)[::-1]
+    counts = np.asarray([np.count_nonzero(sizes == v) for v in values])
+    K = values.size
+    unit = (values + 1.0) * (values + 2.0)
+    before = np.concatenate([[0], np.cumsum(counts)])
+    best, choice = [np.r_[0.0, np.full(K, np.inf)]], []
+    for _ in range(max_groups):  # best[k][j]: the first j sizes in k groups
+        cost, arg = np.full(K + 1, np.inf), np.zeros(K + 1, np.int64)
+        for j in range(1, K + 1):
+            c = best[-1][:j] + (before[j] - before[:j]) * unit[:j]
+            arg[j] = int(np.argmin(c))
+            cost[j] = c[arg[j]]
+        best.append(cost)
+        choice.append(arg)
+    final = np.asarray([b[K] for b in best[1:]])
+    n_groups = int(np.flatnonzero(final <= slack * final.min())[0]) + 1
+    groups, j = [], K
+    for k in range(n_groups - 1, -1, -1):
+        i = int(choice[k][j])
+        groups.append(np.flatnonzero(np.isin(sizes, values[i:j])))
+        j = i
+    return groups[::-1]
+
+
+def exit_by_scores(
+    g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, matrix: np.ndarray, bias: np.ndarray,
+    matmul: str, hint: str,
+) -> str:
+    """The exit leaf [T, N] (int64) of a matrix form: the first maximum over the leaves of
+    ``matrix r + bias``, where r [T, I, N] is 1 where the row goes right at the node, else 0;
+    ``matrix`` [T, L, I] and ``bias`` [T, L] hold small integers. The MatMul runs in ``matmul``:
+    float32, float16 (MatMul), or int8 (MatMulInteger, int32 accumulation); refused where the
+    partial sums can pass the integers ``matmul`` holds exactly.
+
+    Trees of similar size are padded together (:func:`size_groups`): one batched MatMul per
+    group, not every tree padded to the largest. Without a bias, r is the tests
+    (:func:`_layout.test_bits`) with the swap nodes' negated (one ``Xor``). With one, r = 1 - test
+    at swap nodes is folded into the constants (those columns negated, their sum added to the
+    bias), and the bias becomes a last column of the matrix against an always-true row of r: no
+    ``Add`` over the [T, L, N] scores. int8 runs int8 x int8 (the one MatMulInteger the CUDA
+    provider has; onnxruntime's CPU is faster at u8 x s8, but a graph must run everywhere)."""
+    tests = _layout.node_tests(ens, st)
+    with_bias = bool(np.any(bias))
+    groups = []
+    for trees in size_groups(np.asarray([t.n_internal for t in ens.trees])):
+        n_nodes = max(1, max(ens.trees[t].n_internal for t in trees))
+        n_leaves = max(ens.trees[t].n_leaves for t in trees)
+        m, swap = matrix[trees, :n_leaves, :n_nodes], tests.swap[trees, :n_nodes]
+        if with_bias:
+            b = bias[trees, :n_leaves] + np.einsum("tli,ti->tl", m, swap.astype(np.float32))
+            m = np.concatenate([np.where(swap[:, None, :], -m, m), b[:, :, None]], axis=2)
+        groups.append((trees, n_nodes, m))
+    entry = max(int(np.abs(m).max()) for *_, m in groups)
+    if matmul == "int8" and entry > 127:
+        raise UnsupportedModelError(
+            f"--matmul int8 holds matrix entries up to 127; this model's reach {entry}; use --matmul float32"
+        )
+    bound = max(int(np.abs(m).sum(axis=2).max()) for *_, m in groups)
     if bound > MATMUL_DTYPES[matmul]:
         raise UnsupportedModelError(
             f"--matmul {matmul} holds integers up to {MATMUL_DTYPES[matmul]} exactly; this model's "
             f"path sums reach {bound}; use --matmul float32 or int8"
         )
-    rows = trees_first(g, st, indicator, hint)
-    if matmul == "float32":
-        return g.op("MatMul", [rows, g.const(matrix.astype(np.float32), f"{hint}_matrix")], f"{hint}_scores")
-    if matmul == "float16":
-        rows16 = g.op("Cast", [rows], f"{hint}_f16", to=onnx.TensorProto.FLOAT16)
-        scores = g.op("MatMul", [rows16, g.const(matrix.astype(np.float16), f"{hint}_matrix")], f"{hint}_scores_f16")
-    else:
-        rows8 = g.op("Cast", [rows], f"{hint}_i8", to=onnx.TensorProto.INT8)
-        scores = g.op("MatMulInteger", [rows8, g.const(matrix.astype(np.int8), f"{hint}_matrix")], f"{hint}_scores_i32")
-    return g.op("Cast", [scores], f"{hint}_scores", to=onnx.TensorProto.FLOAT)
+    bits = _layout.test_bits(g, ens, st, x, tests, [(trees, n) for trees, n, _ in groups], right=not with_bias, ones=with_bias)
+    single = len(groups) == 1
+    leaves = []
+    for k, ((trees, _, m), r) in enumerate(zip(groups, bits)):
+        name = f"{hint}{k}"
+        if matmul == "float32":
+            r = g.op("Cast", [r], f"{name}_r", to=onnx.TensorProto.FLOAT)
+            scores = g.op("MatMul", [g.const(m.astype(np.float32), f"{name}_matrix"), r], f"{name}_scores")
+        else:  # scores as float32 for ArgMax (exact: integers below 2**24)
+            if matmul == "float16":
+                r = g.op("Cast", [r], f"{name}_r", to=onnx.TensorProto.FLOAT16)
+                product = g.op("MatMul", [g.const(m.astype(np.float16), f"{name}_matrix"), r], f"{name}_product")
+            else:
+                r = g.op("Cast", [r], f"{name}_r", to=onnx.TensorProto.INT8)
+                product = g.op("MatMulInteger", [g.const(m.astype(np.int8), f"{name}_matrix"), r], f"{name}_product")
+            scores = g.op("Cast", [product], f"{name}_scores", to=onnx.TensorProto.FLOAT)
+        out = {"out": _layout.LEAF_TENSOR} if single else {}
+        leaves.append(g.op("ArgMax", [scores], f"{name}_exit", axis=1, keepdims=0, **out))
+    if single:
+        return leaves[0]
+    order = np.concatenate([trees for trees, *_ in groups])
+    position = np.empty_like(order)
+    position[order] = np.arange(order.size)
+    both = g.op("Concat", leaves, "exit_grouped", axis=0)
+    return g.op("Gather", [both, g.const(position, "tree_position")], out=_layout.LEAF_TENSOR, axis=0)
 
 
 def build(

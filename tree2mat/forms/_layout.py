@@ -1,19 +1,19 @@
-"""Pieces every exact form shares: trees stacked into padded 3-D tensors, the decision bits
+"""Pieces every exact form shares: trees stacked into padded 3-D tensors, the nodes' tests
 (which nodes send a row right) and the leaf-value aggregation.
 
-Decision bits follow DESIGN.md's exactness rules: features are selected with ``Gather`` (exact,
-NaN/inf-safe), thresholds come from :mod:`tree2mat.ir.thresholds`, and one ``LessOrEqual`` decides
-each node — so no ``Sign(0)`` ever appears. A NaN is first replaced by -inf at nodes that send it
-left and kept where it goes right (``NaN <= t`` is false), which stays exact for +-inf thresholds
-(sklearn splits NaN from everything else with ``t = +inf``). Leaf values are gathered by leaf id
-in float64, never multiplied.
-"""
+Tests follow DESIGN.md's exactness rules: every node is one ``value > threshold`` on a column
+of an augmented input (:func:`node_tests`: x, -x for nodes that send NaN right, IsNaN for
+``t = +inf`` splits, x with 0 made NaN for missing-type Zero, one column per categorical node),
+thresholds come from :mod:`tree2mat.ir.thresholds`, values are picked by ``Gather`` /
+``GatherElements`` (exact, NaN/inf-safe) — so no ``Sign(0)`` ever appears. Leaf values are
+gathered by leaf id in float64, never multiplied."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
 
 from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
@@ -235,15 +235,119 @@ def node_values(g: GraphBuilder, st: Stacked, x: str, dtype: np.dtype) -> tuple[
     return gathered, missing
 
 
-def decision_bits(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
-    """Bool [N, T * I]: True where the node sends the row left (the test ``x <= t`` holds)."""
-    flat = st.n_trees * st.n_internal
-    gathered, isnan = node_values(g, st, x, st.threshold.dtype)
-    filled = g.op("Where", [isnan, g.const(st.nan_fill.reshape(flat), "nan_fill"), gathered], "x_filled")
-    left = g.op("LessOrEqual", [filled, g.const(st.threshold.reshape(flat), "threshold")], "go_left")
-    if st.cat_position.size == 0:
-        return left
-    return merge_categorical(g, st, left, categorical_left(g, ens, st, x), "go_left")
+#: Columns of the augmented input (:func:`augmented_input`), in this order; each present only
+#: when some node reads it. F columns each, except ``cat`` (one per categorical node: 1 where that
+#: node sends the row right).
+BLOCKS = ("x", "negx", "w", "negw", "nanx", "nanw", "cat")
+
+
+@dataclass(frozen=True)
+class NodeTests:
+    """Every node's test as one ``value > threshold`` on a column of the augmented input, [T, I]
+    in :func:`stack`'s order. The test holds where the row goes right, except at ``swap`` nodes,
+    where it holds where the row goes left (NaN, false in every test, goes right there)."""
+
+    column: np.ndarray  # int64 [T, I]
+    threshold: np.ndarray  # compare dtype [T, I]
+    swap: np.ndarray  # bool [T, I]
+    blocks: tuple[str, ...]  # the augmented input's blocks, in column order
+
+
+def node_tests(ens: Ensemble, st: Stacked) -> NodeTests:
+    """Each test as one ``value > threshold``, NaN going where the library sends it.
+
+    A node that sends NaN left reads x and goes right where ``x > t``. One that sends NaN right
+    reads -x and goes left where ``-x > -nextup(t)``, that is ``x <= t`` (a swap node); with
+    ``t = +inf`` (NaN apart from everything) it reads IsNaN(x) instead and goes right where it is
+    1. LightGBM's missing-type-Zero nodes read ``w``: x with 0 made NaN. Categorical nodes read
+    their own column. Padding nodes read column 0 against +inf (never true)."""
+    T, I, F = st.n_trees, st.n_internal, ens.n_features
+    inf = st.threshold.dtype.type(np.inf)
+    valid = np.arange(I)[None, :] < np.asarray([t.n_internal for t in ens.trees])[:, None]
+    zero = np.zeros((T, I), bool) if st.zero_missing is None else st.zero_missing.reshape(T, I)
+    cat = np.zeros(T * I, bool)
+    cat[st.cat_position] = True
+    cat = cat.reshape(T, I)
+    nan_left = np.isneginf(st.nan_fill)
+    nan_apart = ~nan_left & (st.threshold == inf)
+    swap = valid & ~cat & ~nan_left & ~nan_apart
+    code = np.where(nan_left, 2 * zero, np.where(nan_apart, 4 + zero, 2 * zero + 1))
+    code = np.where(cat, 6, np.where(valid, code, 0))
+    with np.errstate(over="ignore"):  # nextup(max) = inf: -x > -inf, left unless NaN
+        negated = -np.nextafter(st.threshold, inf)
+    half = st.threshold.dtype.type(0.5)
+    threshold = np.where(nan_left, st.threshold, np.where(nan_apart, half, negated))
+    threshold = np.where(cat, half, np.where(valid, threshold, inf)).astype(st.threshold.dtype)
+    index = st.feature.copy()
+    index.reshape(-1)[st.cat_position] = np.arange(st.cat_position.size)
+    index[~valid] = 0
+    width = [st.cat_position.size if b == "cat" else F for b in BLOCKS]
+    used = sorted({int(c) for c in np.unique(code)} | {0})
+    offset = np.zeros(len(BLOCKS), np.int64)
+    offset[used] = np.cumsum([0] + [width[c] for c in used])[:-1]
+    return NodeTests(offset[code] + index, threshold, swap, tuple(BLOCKS[c] for c in used))
+
+
+def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str, blocks: tuple[str, ...]) -> str:
+    """[N, C]: the columns the node tests read (see :data:`BLOCKS`)."""
+    cmp = st.threshold.dtype
+    to = onnx.helper.np_dtype_to_tensor_dtype(cmp)
+    made: dict[str, str] = {"x": x}
+    if {"w", "negw", "nanw"} & set(blocks):
+        is_zero = g.op("Equal", [x, g.const(cmp.type(0), "zero_cmp")], "x_is_zero")
+        made["w"] = g.op("Where", [is_zero, g.const(cmp.type(np.nan), "nan_cmp"), x], "w")
+    for b in blocks:
+        if b.startswith("neg"):
+            made[b] = g.op("Neg", [made[b[3:]]], b)
+        elif b.startswith("nan"):
+            made[b] = g.op("Cast", [g.op("IsNaN", [made[b[3:]]], f"{b}_bool")], b, to=to)
+        elif b == "cat":
+            right = g.op("Not", [categorical_left(g, ens, st, x)], "cat_right")
+            made[b] = g.op("Cast", [right], "cat_right_cmp", to=to)
+    parts = [made[b] for b in blocks]
+    return parts[0] if len(parts) == 1 else g.op("Concat", parts, "x_augmented", axis=1)
+
+
+def test_bits(
+    g: GraphBuilder, ens: Ensemble, st: Stacked, x: str, tests: NodeTests,
+    groups: list[tuple[np.ndarray, int]], right: bool, ones: bool,
+) -> list[str]:
+    """Per group of trees ``(trees, I_g)`` a bool [T_g, I_g, N] (``I_g + 1`` with ``ones``): True
+    where the node's test (:func:`node_tests`) holds, or with ``right`` where the row goes right
+    (the swap nodes' tests negated); with ``ones``, a last node per tree that is always True (a
+    bias column for a MatMul). Nodes past I_g in a group are padding and left out.
+
+    The augmented input is transposed to [C, N] so that the nodes' values are whole rows of it
+    (one ``Gather`` on axis 0 for all groups: contiguous copies, onnxruntime's fast case; a
+    ``Gather`` on axis 1 is over ten times slower) and each test is a row against one threshold."""
+    xa = augmented_input(g, ens, st, x, tests.blocks)
+    columns = g.op("Transpose", [xa], "x_columns", perm=[1, 0])
+    pick = [(trees[:, None], np.arange(n)[None, :]) for trees, n in groups]
+    node_column = np.concatenate([tests.column[p].reshape(-1) for p in pick])
+    values = g.op("Gather", [columns, g.const(node_column, "node_column")], "node_values", axis=0)
+    threshold = np.concatenate([tests.threshold[p].reshape(-1, 1) for p in pick])
+    holds = g.op("Greater", [values, g.const(threshold, "node_threshold")], "node_test")
+    swap = np.concatenate([tests.swap[p].reshape(-1, 1) for p in pick])
+    if right and swap.any():
+        holds = g.op("Xor", [holds, g.const(swap, "node_swap")], "node_right")
+    if ones:
+        n_rows = g.op("Slice", [g.op("Shape", [x], "x_shape"), g.const(np.asarray([0], np.int64), "n_start"),
+                                g.const(np.asarray([1], np.int64), "n_stop")], "n_rows")
+        true = onnx.helper.make_tensor("true", onnx.TensorProto.BOOL, [1], [True])
+    out, start = [], 0
+    for k, (trees, n) in enumerate(groups):
+        part = holds
+        if len(groups) > 1:
+            bounds = [g.const(np.asarray([v], np.int64), f"group{k}_{w}") for w, v in (("start", start), ("stop", start + trees.size * n), ("axis", 0))]
+            part = g.op("Slice", [holds, *bounds], f"node_test{k}")
+        start += trees.size * n
+        bits = g.op("Reshape", [part, g.const(np.asarray([trees.size, n, -1], np.int64), f"node_bits{k}_shape")], f"node_bits{k}")
+        if ones:
+            shape = g.op("Concat", [g.const(np.asarray([trees.size, 1], np.int64), f"ones{k}_trees"), n_rows], f"ones{k}_shape", axis=0)
+            row = g.op("ConstantOfShape", [shape], f"node_ones{k}", value=true)
+            bits = g.op("Concat", [bits, row], f"node_bits{k}_ones", axis=1)
+        out.append(bits)
+    return out
 
 
 def merge_categorical(g: GraphBuilder, st: Stacked, numeric: str, categorical: str, hint: str) -> str:

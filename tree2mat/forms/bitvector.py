@@ -7,11 +7,12 @@ node rules out every leaf of its left subtree, so (Q z)[l] = sum(z) exactly for 
 false node rules out, and the exit leaf is the leftmost of them (any leaf left of it is in the
 left subtree of a node where the row went right). ``ArgMax`` returns the first maximum, so the
 exit leaf is ``ArgMax(Q z)``: no bias, no depth. Only integers pass through the batched MatMul
-(z [T, N, I] times Q^T [T, I, L]), exact in fp32, TF32 and fp16 (``--matmul float16`` / ``int8`` run it so).
+(Q [T, L, I] times z [T, I, N]), exact in fp32, TF32 and fp16 (``--matmul float16`` / ``int8`` run it so).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 
 from tree2mat.forms import _exact, _layout
@@ -21,13 +22,10 @@ from tree2mat.ir.matrices import bitvector_matrix
 
 
 def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, opts: GraphOptions) -> str:
-    left = _layout.decision_bits(g, ens, st, x)
-    # z = 1 where the test fails. Padding leaves score 0 (never above a real exit leaf's sum(z),
-    # and after it on a tie); padding nodes are columns of 0.
-    z = g.op("Cast", [g.op("Not", [left], "go_right")], "z", to=onnx.TensorProto.FLOAT)
-    qt = _exact.padded_matrices(ens, st, bitvector_matrix, 0.0)
-    scores = _exact.path_scores(g, st, z, qt, opts.matmul, st.n_internal, "bitvector")
-    return g.op("ArgMax", [scores], out=_layout.LEAF_TENSOR, axis=2, keepdims=0)
+    # Padding leaves score 0 (never above a real exit leaf's sum(z), and after it on a tie);
+    # padding nodes are columns of 0.
+    q = _exact.padded_matrices(ens, st, bitvector_matrix)
+    return _exact.exit_by_scores(g, ens, st, x, q, np.zeros(q.shape[:2], np.float32), opts.matmul, "bitvector")
 
 
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:

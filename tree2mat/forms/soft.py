@@ -89,7 +89,7 @@ def _padding(ens: Ensemble, st: _layout.Stacked) -> np.ndarray:
 
 def soft_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str) -> str:
     """Leaf probabilities [T, N, L]: products of sigmoids along each path."""
-    bt, _ = sign.template_tensors(ens, st)
+    bt = sign.template_tensors(ens, st)[0].transpose(0, 2, 1)  # [T, I, L]
     left, right = np.where(bt < 0, 1.0, 0.0), np.where(bt > 0, 1.0, 0.0)
     log_left = g.op("Neg", [softplus(g, g.op("Neg", [logit], "neg_logit"), "sp_left")], "log_p_left")
     log_right = g.op("Neg", [softplus(g, logit, "sp_right")], "log_p_right")
@@ -103,7 +103,8 @@ def soft_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str
 
 def softmax_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str, tau: float) -> str:
     """Leaf weights [T, N, L]: softmax over the leaves of (B tanh(-logit) - depth) / tau."""
-    bt, depth = sign.template_tensors(ens, st)
+    b, depth = sign.template_tensors(ens, st)
+    bt, depth = b.transpose(0, 2, 1), depth[:, None, :]  # [T, I, L], [T, 1, L]
     # A padding leaf (B row 0) scores PAD_SCORE, times tau above 1: weight 0 at any temperature.
     depth = np.where(_padding(ens, st), -PAD_SCORE * max(1.0, tau), depth.astype(np.float64))
     h = g.op("Tanh", [g.op("Neg", [logit], "neg_logit")], "h_soft")

@@ -4,7 +4,7 @@ Instead of testing every node against every leaf (the matrix forms' T x I x L), 
 each tree from the root, one level per step, all trees at once (:func:`exit_leaf`). Every node
 is one test ``value > threshold`` on a column of an augmented input, routing exactly as the
 matrix forms (same thresholds, NaN directions, zero band, missing-type Zero, categorical codes;
-:func:`node_table` says how), and the next node is ``first + (value > threshold)``. A leaf
+:func:`_layout.node_tests` says how), and the next node is ``first + (value > threshold)``. A leaf
 points at itself. Constants grow with the nodes, runtime memory per row with the trees, work
 with the summed depths: deep random forests and large LightGBM models fit.
 """
@@ -20,11 +20,6 @@ import onnx
 from tree2mat.forms import _exact, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.ir.core import Ensemble
-
-
-#: Columns of the augmented input, in this order; each present only when some node reads it.
-#: F columns each, except ``cat`` (one per categorical node: 1 where that node sends the row right).
-BLOCKS = ("x", "negx", "w", "negw", "nanx", "nanw", "cat")
 
 
 @dataclass
@@ -45,24 +40,16 @@ class NodeTable:
 
 
 def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
-    """Each test as one ``value > threshold``, NaN going where the library sends it.
-
-    A node that sends NaN left reads x and goes right where ``x > t``. One that sends NaN right
-    reads -x and goes left where ``-x > -nextup(t)``, that is ``x <= t`` (its children swap
-    places so that NaN, false in both, lands on its side); with ``t = +inf`` (NaN apart from
-    everything) it reads IsNaN(x) instead. LightGBM's missing-type-Zero nodes read ``w``: x with 0
-    made NaN. Categorical nodes read their own column."""
-    T, I, F = st.n_trees, st.n_internal, ens.n_features
-    cmp = st.threshold.dtype.type
+    """Each node's test (:func:`_layout.node_tests`) at its breadth-first place; a swap node's
+    children change places, so that ``value > threshold`` leads to ``first + 1`` everywhere (and
+    NaN, false in every test, to the side the library sends it)."""
+    tests = _layout.node_tests(ens, st)
+    T = st.n_trees
     P = max(2 * t.n_internal + 1 for t in ens.trees)
-    block = np.zeros((T, P), np.int8)
-    index = np.zeros((T, P), np.int64)
+    column = np.zeros((T, P), np.int32)
     threshold = np.full((T, P), np.inf, st.threshold.dtype)
     first = np.zeros((T, P), np.int32)
     leaf = np.zeros((T, P), np.int64)
-    cat_of = {int(p): m for m, p in enumerate(st.cat_position)}
-    code = {b: i for i, b in enumerate(BLOCKS)}
-    half, inf = cmp(0.5), cmp(np.inf)
     for t, tree in enumerate(ens.trees):
         queue, next_id = deque([(0 if tree.n_internal else -1, 0)]), 1
         while queue:
@@ -70,51 +57,13 @@ def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
             if ref < 0:
                 leaf[t, me], first[t, me] = -1 - ref, me
                 continue
-            flat = t * I + ref
-            thr, f, swap = st.threshold[t, ref], int(st.feature[t, ref]), False
-            zero = "w" if st.zero_missing is not None and st.zero_missing[flat] else "x"
-            if flat in cat_of:
-                b, f, thr = "cat", cat_of[flat], half
-            elif np.isneginf(st.nan_fill[t, ref]):  # NaN goes left
-                b = zero
-            elif thr == inf:  # everything left but NaN
-                b, thr = "nan" + zero, half
-            else:
-                with np.errstate(over="ignore"):  # nextup(max) = inf: -x > -inf, right
-                    b, thr, swap = "neg" + zero, -np.nextafter(thr, inf), True
-            block[t, me], index[t, me], threshold[t, me], first[t, me] = code[b], f, thr, next_id
-            kids = (tree.right[ref], tree.left[ref]) if swap else (tree.left[ref], tree.right[ref])
+            column[t, me], threshold[t, me], first[t, me] = tests.column[t, ref], tests.threshold[t, ref], next_id
+            kids = (tree.right[ref], tree.left[ref]) if tests.swap[t, ref] else (tree.left[ref], tree.right[ref])
             queue.extend(((int(kids[0]), next_id), (int(kids[1]), next_id + 1)))
             next_id += 2
-    width = [st.cat_position.size if b == "cat" else F for b in BLOCKS]
-    used = sorted({int(c) for c in np.unique(block)} | {0})
-    offset = np.zeros(len(BLOCKS), np.int64)
-    offset[used] = np.cumsum([0] + [width[c] for c in used])[:-1]
-    column = (offset[block] + index).astype(np.int32)
     depth = ens.tree_depths()
     order = np.argsort(-depth, kind="stable")
-    return NodeTable(column[order], threshold[order], first[order], leaf[order],
-                     tuple(BLOCKS[c] for c in used), order, depth[order])
-
-
-def augmented_input(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, blocks: tuple[str, ...]) -> str:
-    """[N, C]: the columns the node table reads (see :data:`BLOCKS`)."""
-    cmp = st.threshold.dtype
-    to = onnx.helper.np_dtype_to_tensor_dtype(cmp)
-    made: dict[str, str] = {"x": x}
-    if {"w", "negw", "nanw"} & set(blocks):
-        is_zero = g.op("Equal", [x, g.const(cmp.type(0), "zero_cmp")], "x_is_zero")
-        made["w"] = g.op("Where", [is_zero, g.const(cmp.type(np.nan), "nan_cmp"), x], "w")
-    for b in blocks:
-        if b.startswith("neg"):
-            made[b] = g.op("Neg", [made[b[3:]]], b)
-        elif b.startswith("nan"):
-            made[b] = g.op("Cast", [g.op("IsNaN", [made[b[3:]]], f"{b}_bool")], b, to=to)
-        elif b == "cat":
-            right = g.op("Not", [_layout.categorical_left(g, ens, st, x)], "cat_right")
-            made[b] = g.op("Cast", [right], "cat_right_cmp", to=to)
-    parts = [made[b] for b in blocks]
-    return parts[0] if len(parts) == 1 else g.op("Concat", parts, "x_augmented", axis=1)
+    return NodeTable(column[order], threshold[order], first[order], leaf[order], tests.blocks, order, depth[order])
 
 
 def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, opts: GraphOptions) -> str:
@@ -123,7 +72,7 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, opts:
     input (rows x trees, last axis: the fast layout of both), a ``Greater``, and the next node
     ``first + (value > threshold)``."""
     tab = node_table(ens, st)
-    xa = augmented_input(g, ens, st, x, tab.blocks)
+    xa = _layout.augmented_input(g, ens, st, x, tab.blocks)
     int32 = onnx.TensorProto.INT32
     # Level 0: every row at every root; rows x trees (GatherElements of the expanded root
     # columns: a Gather on axis 1 is several times slower).
