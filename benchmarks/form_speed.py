@@ -23,7 +23,7 @@ import numpy as np
 import onnxruntime as ort
 
 import tree2mat
-from tree2mat.forms import FORMS, _layout, auto
+from tree2mat.forms import FORMS, _exact, _layout, auto
 
 
 def models(seed: int):
@@ -79,7 +79,9 @@ def main() -> int:
         ens = tree2mat.load(model)
         T, I, L = _layout.padded_sizes(ens)
         depth = ens.max_depth()
-        entry = {"model": name, "T": T, "I": I, "L": L, "depth": depth, "levels": auto.tree_levels(ens), "us_per_row": {},
+        nodes, products = _exact.padded_work(ens)
+        entry = {"model": name, "T": T, "I": I, "L": L, "depth": depth, "levels": auto.tree_levels(ens),
+                 "nodes": nodes, "products": products, "us_per_row": {},
                  "estimate_us": {f: auto.estimated_us_per_row(f, ens) for f in ("sign", "bitvector", "traverse")},
                  "auto": auto.choose(ens).form}
         for form, matmul in variants:
@@ -111,10 +113,11 @@ def report(results: list[dict]) -> str:
 
 
 def fit(results: list[dict]) -> str:
-    """Least squares, no intercept: dense a*T(I+L) + b*T*I*L, traverse c*levels + d*T."""
+    """Least squares, no intercept: dense a*nodes + b*products (the trees padded in size groups:
+    sums of T_g (I_g + L_g) and T_g I_g L_g), traverse c*levels + d*T."""
     out = []
     for form in [f for f in ("sign", "bitvector") if f"{f}/float32" in results[0]["us_per_row"]]:
-        A = np.asarray([[r["T"] * (r["I"] + r["L"]), r["T"] * r["I"] * r["L"]] for r in results], float)
+        A = np.asarray([[r["nodes"], r["products"]] for r in results], float)
         t = np.asarray([r["us_per_row"][f"{form}/float32"] for r in results])
         (a, b), *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)  # relative error
         out.append(f"{form}: per node {a:.3g} us, per product {b:.3g} us")

@@ -175,9 +175,10 @@ def test_a_peer_graph_that_fails_at_one_batch_size_is_reported_not_fatal(classif
 
 
 def test_hummingbird_gemm_over_the_memory_limit_is_not_converted(classifier, monkeypatch):
-    """Hummingbird's GEMM conversion of a forest with thousands of leaves per tree held 12 GiB:
-    bench estimates it from the dense matrices and leaves it out, saying so, instead of running
-    the machine out of memory; the other strategies are still tried."""
+    """Hummingbird's GEMM conversion of a forest with thousands of leaves per tree held 12 GiB,
+    and perf_tree_trav pads deep trees to perfect ones: bench estimates the conversion's memory
+    and leaves such a strategy out, saying so, instead of running the machine out of memory; the
+    others are still tried."""
     from tree2mat import bench as bench_module
     from tree2mat.forms import FORMS
 
@@ -190,9 +191,12 @@ def test_hummingbird_gemm_over_the_memory_limit_is_not_converted(classifier, mon
 
     monkeypatch.setattr(peers, "hummingbird_convert", convert)
     ens = tree2mat.load(classifier)
-    limit = bench_module.HUMMINGBIRD_GEMM_COPIES * FORMS["bitvector"].constant_bytes(ens) - 1
+    limit = bench_module.HUMMINGBIRD_COPIES * FORMS["bitvector"].constant_bytes(ens) - 1
+    assert bench_module.hummingbird_conversion_bytes("gemm", ens) > limit  # (the premise)
+    assert bench_module.hummingbird_conversion_bytes("perf_tree_trav", ens) > limit  # depth 2^(D+1) padding
     report = bench(classifier, rows=200, batches=(100,), forms=("traverse",), repeat=1, max_memory=limit)
     hb = {c.name: c for c in report.contenders if c.kind == "hummingbird"}
-    assert "not converted" in hb["hummingbird gemm"].note and "over the memory limit" in hb["hummingbird gemm"].note
-    assert tried == [s for s in peers.HUMMINGBIRD_STRATEGIES if s != "gemm"]
+    for s in ("gemm", "perf_tree_trav"):
+        assert "not converted" in hb[f"hummingbird {s}"].note and "over the memory limit" in hb[f"hummingbird {s}"].note
+    assert tried == ["tree_trav"]
     assert all("cannot convert it: RuntimeError" in hb[f"hummingbird {s}"].note for s in tried)

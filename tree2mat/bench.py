@@ -378,9 +378,26 @@ def _time_graph(c: Contender, onx: Any, sess: Any, ens: Ensemble, X: np.ndarray,
         c.peak_mib = peak_mib(lambda: runner(peers.session(onx, threads, device, arena=False)), X, max(t.batch for t in c.timings))
 
 
-#: Copies of the dense matrices Hummingbird's GEMM conversion holds at once (torch tensors, the
-#: traced graph, the ONNX export): measured 7.5 on RandomForestRegressor(100, min_samples_leaf=5).
-HUMMINGBIRD_GEMM_COPIES = 8
+#: Copies of its tables Hummingbird's conversion holds at once (torch tensors, the traced graph,
+#: the ONNX export): GEMM on RandomForestRegressor(100, min_samples_leaf=5) peaked at 7.5 times
+#: its dense matrices.
+HUMMINGBIRD_COPIES = 8
+
+
+def hummingbird_conversion_bytes(strategy: str, ens: Ensemble) -> int:
+    """Estimated peak memory of Hummingbird's conversion: GEMM builds dense [T, I, L] matrices
+    (a forest of 100 trees x 2 000 leaves reached 12 GiB); perf_tree_trav pads every tree to a
+    perfect tree of the largest depth (2^(D+1) nodes of a few 8-byte fields each; a depth-30
+    forest ran a 24 GiB machine out of memory); tree_trav keeps the nodes as they are."""
+    from tree2mat.forms import FORMS
+
+    if strategy == "gemm":
+        tables = FORMS["bitvector"].constant_bytes(ens)
+    elif strategy == "perf_tree_trav":
+        tables = ens.n_trees * 2 ** (ens.max_depth() + 1) * 32
+    else:
+        tables = sum(2 * t.n_internal + 1 for t in ens.trees) * 32
+    return HUMMINGBIRD_COPIES * tables
 
 
 def _hummingbird(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batches: tuple[int, ...], repeat: int,
@@ -395,11 +412,9 @@ def _hummingbird(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batc
     for strategy in peers.HUMMINGBIRD_STRATEGIES:
         c = Contender(f"hummingbird {strategy}", "hummingbird", device=device)
         out.append(c)
-        # Its GEMM strategy builds dense [T, I, L] matrices as torch tensors, then the ONNX
-        # export copies them: a forest of 100 trees x 2 000 leaves reached 12 GiB resident.
-        converting = HUMMINGBIRD_GEMM_COPIES * FORMS["bitvector"].constant_bytes(ens) if strategy == "gemm" else 0
+        converting = hummingbird_conversion_bytes(strategy, ens)
         if converting > limit:
-            c.note = (f"not converted: its dense matrices take about {converting / 2**30:.1f} GiB while converting, "
+            c.note = (f"not converted: its tables take about {converting / 2**30:.1f} GiB while converting, "
                       f"over the memory limit ({limit / 2**30:.1f} GiB)")
             continue
         try:

@@ -28,16 +28,16 @@ def padded_matrices(ens: Ensemble, st: _layout.Stacked, matrix: Callable) -> np.
 
 
 def dense_constant_bytes(ens: Ensemble) -> int:
-    """Bytes of a dense form's large constants (one [T, I, L] float32 matrix and the leaf
-    values), without building them."""
+    """Bytes of a dense form's large constants (the float32 matrices of the size groups, see
+    :func:`padded_work`, and the leaf values), without building them."""
     T, I, L = _layout.padded_sizes(ens)
-    return T * I * L * 4 + T * L * ens.n_outputs * 8
+    return padded_work(ens)[1] * 4 + T * L * ens.n_outputs * 8
 
 
 def dense_bytes_per_row(ens: Ensemble) -> int:
-    """Runtime memory per input row of a dense form's largest intermediates."""
-    T, I, L = _layout.padded_sizes(ens)
-    return T * (I * 4 * 3 + L * 4 * 2 + ens.n_outputs * 8) + _layout.categorical_bytes_per_row(ens)
+    """Runtime memory per input row of a dense form's largest intermediates: per node its value,
+    test bits and MatMul operand, per leaf its score (12 bytes per node and leaf, a bound)."""
+    return padded_work(ens)[0] * 12 + ens.n_trees * ens.n_outputs * 8 + _layout.categorical_bytes_per_row(ens)
 
 
 def trees_first(g: GraphBuilder, st: _layout.Stacked, bits: str, hint: str) -> str:
@@ -79,6 +79,18 @@ def size_groups(n_internal: np.ndarray, max_groups: int = 4, slack: float = 1.1)
         groups.append(np.flatnonzero(np.isin(sizes, values[i:j])))
         j = i
     return groups[::-1]
+
+
+def padded_work(ens: Ensemble) -> tuple[int, int]:
+    """The matrix forms' work per row with the trees padded in :func:`size_groups`: nodes and
+    leaves (sum over groups of T_g (I_g + L_g)) and matrix entries (sum of T_g I_g L_g)."""
+    nodes = products = 0
+    for trees in size_groups(np.asarray([t.n_internal for t in ens.trees])):
+        n_nodes = max(1, max(ens.trees[t].n_internal for t in trees))
+        n_leaves = max(ens.trees[t].n_leaves for t in trees)
+        nodes += trees.size * (n_nodes + n_leaves)
+        products += trees.size * n_nodes * n_leaves
+    return nodes, products
 
 
 def exit_by_scores(

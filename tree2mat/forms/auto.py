@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tree2mat.errors import OptionError, UnsupportedModelError
-from tree2mat.forms import _layout
+from tree2mat.forms import _exact, _layout
 from tree2mat.ir.core import Ensemble
 
 #: Rows per run the memory budget is checked for (constants + this many rows' intermediates).
@@ -55,10 +55,10 @@ class Choice:
 
 
 def estimated_us_per_row(form: str, ens: Ensemble) -> float:
-    T, I, L = _layout.padded_sizes(ens)
     if form == "traverse":
-        return TRAVERSE_PER_LEVEL_US * tree_levels(ens) + TRAVERSE_PER_TREE_US * T
-    return DENSE_PER_NODE_US[form] * T * (I + L) + DENSE_PER_PRODUCT_US[form] * T * I * L
+        return TRAVERSE_PER_LEVEL_US * tree_levels(ens) + TRAVERSE_PER_TREE_US * ens.n_trees
+    nodes, products = _exact.padded_work(ens)
+    return DENSE_PER_NODE_US[form] * nodes + DENSE_PER_PRODUCT_US[form] * products
 
 
 def tree_levels(ens: Ensemble) -> int:
