@@ -64,12 +64,12 @@ def test_values_off_by_one_leaf_are_caught_through_routing():
     """A graph whose leaf values are right but one tree's routing is off is caught even when the
     value error is below the tolerance."""
     model = RandomForestRegressor(n_estimators=50, max_depth=3, random_state=0).fit(XD, YD)
-    onx = tree2mat.convert(model, form="bitvector")  # (its "node_threshold" constant is per node, a root first)
+    onx = tree2mat.convert(model, form="bitvector")  # (its "node_threshold0" constant: per node of the first size group, a root first)
     # Shift the threshold of a tree's root by a lot: routing changes for many rows.
-    thr = next(i for i in onx.graph.initializer if i.name == "node_threshold")
+    thr = next(i for i in onx.graph.initializer if i.name == "node_threshold0")
     arr = onnx.numpy_helper.to_array(thr).copy()
     arr[0] += 0.01
-    thr.CopyFrom(onnx.numpy_helper.from_array(arr, "node_threshold"))
+    thr.CopyFrom(onnx.numpy_helper.from_array(arr, "node_threshold0"))
     report = tree2mat.verify(model, onx, rows=200, rtol=0.5)
     routing = [o for o in report.outputs if o.name == "routing"][0]
     assert not report.passed and routing.mismatches > 0

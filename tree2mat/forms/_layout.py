@@ -318,30 +318,24 @@ def test_bits(
     bias column for a MatMul). Nodes past I_g in a group are padding and left out.
 
     The augmented input is transposed to [C, N] so that the nodes' values are whole rows of it
-    (one ``Gather`` on axis 0 for all groups: contiguous copies, onnxruntime's fast case; a
-    ``Gather`` on axis 1 is over ten times slower) and each test is a row against one threshold."""
+    (a ``Gather`` on axis 0: contiguous copies, onnxruntime's fast case; a ``Gather`` on axis 1
+    is over ten times slower) and each test is a row against one threshold."""
     xa = augmented_input(g, ens, st, x, tests.blocks)
     columns = g.op("Transpose", [xa], "x_columns", perm=[1, 0])
-    pick = [(trees[:, None], np.arange(n)[None, :]) for trees, n in groups]
-    node_column = np.concatenate([tests.column[p].reshape(-1) for p in pick])
-    values = g.op("Gather", [columns, g.const(node_column, "node_column")], "node_values", axis=0)
-    threshold = np.concatenate([tests.threshold[p].reshape(-1, 1) for p in pick])
-    holds = g.op("Greater", [values, g.const(threshold, "node_threshold")], "node_test")
-    swap = np.concatenate([tests.swap[p].reshape(-1, 1) for p in pick])
-    if right and swap.any():
-        holds = g.op("Xor", [holds, g.const(swap, "node_swap")], "node_right")
     if ones:
         n_rows = g.op("Slice", [g.op("Shape", [x], "x_shape"), g.const(np.asarray([0], np.int64), "n_start"),
                                 g.const(np.asarray([1], np.int64), "n_stop")], "n_rows")
         true = onnx.helper.make_tensor("true", onnx.TensorProto.BOOL, [1], [True])
-    out, start = [], 0
-    for k, (trees, n) in enumerate(groups):
-        part = holds
-        if len(groups) > 1:
-            bounds = [g.const(np.asarray([v], np.int64), f"group{k}_{w}") for w, v in (("start", start), ("stop", start + trees.size * n), ("axis", 0))]
-            part = g.op("Slice", [holds, *bounds], f"node_test{k}")
-        start += trees.size * n
-        bits = g.op("Reshape", [part, g.const(np.asarray([trees.size, n, -1], np.int64), f"node_bits{k}_shape")], f"node_bits{k}")
+    out = []
+    for k, (trees, n) in enumerate(groups):  # (one Gather each: no Slice of a [nodes, N] tensor,
+        pick = (trees[:, None], np.arange(n)[None, :])  # which onnxruntime fuses into a Split
+        values = g.op("Gather", [columns, g.const(tests.column[pick].reshape(-1), f"node_column{k}")], f"node_values{k}", axis=0)
+        threshold = g.const(tests.threshold[pick].reshape(-1, 1), f"node_threshold{k}")
+        holds = g.op("Greater", [values, threshold], f"node_test{k}")  # that fails past 2**31 elements)
+        swap = tests.swap[pick].reshape(-1, 1)
+        if right and swap.any():
+            holds = g.op("Xor", [holds, g.const(swap, f"node_swap{k}")], f"node_right{k}")
+        bits = g.op("Reshape", [holds, g.const(np.asarray([trees.size, n, -1], np.int64), f"node_bits{k}_shape")], f"node_bits{k}")
         if ones:
             shape = g.op("Concat", [g.const(np.asarray([trees.size, 1], np.int64), f"ones{k}_trees"), n_rows], f"ones{k}_shape", axis=0)
             row = g.op("ConstantOfShape", [shape], f"node_ones{k}", value=true)
@@ -444,6 +438,12 @@ def _linear_values(g: GraphBuilder, ens: Ensemble, st: Stacked, gidx: str, vals:
     return g.op("Where", [g.const(columns, "lin_columns"), out, zero], "tree_values_linear")
 
 
+def one_class_per_tree(ens: Ensemble) -> bool:
+    """Boosted multiclass: tree t adds to class t % K only (XGBoost, LightGBM, scikit-learn)."""
+    K, T = ens.n_outputs, ens.n_trees
+    return K > 1 and T % K == 0 and np.array_equal(ens.output_index, np.arange(T) % K)
+
+
 def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str, x: str) -> str:
     """From leaf ids [T, N] (int64) to the margin [N, K] float64: gather values, sum the trees in
     order in the library's accumulation dtype (the base score is already in the first tree's
@@ -458,7 +458,15 @@ def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str, x: str) 
         vals = g.op("Gather", [g.const(st.values, "leaf_values"), gidx], "tree_values", axis=0)
         return _sum_trees(g, ens, st, _linear_values(g, ens, st, gidx, vals, x), st.values.dtype)
     K = st.values.shape[1]
-    table = g.const(st.values.reshape(st.n_trees, st.n_leaves * K), "leaf_values")
+    T = st.n_trees
+    if one_class_per_tree(ens):
+        # One tree per class and round (boosted multiclass): each tree's own class value only,
+        # [rounds, K, N] summed over the rounds, instead of K values per tree (K - 1 of them 0).
+        own = st.values.reshape(T, st.n_leaves, K)[np.arange(T), :, np.arange(T) % K]
+        vals = g.op("GatherElements", [g.const(own, "leaf_values"), leaf], "tree_values_own", axis=1)
+        rounds = g.op("Reshape", [vals, g.const(np.asarray([T // K, K, -1], np.int64), "rounds_shape")], "tree_values_rounds")
+        return _sum_trees(g, ens, st, rounds, st.values.dtype, class_rows=True)
+    table = g.const(st.values.reshape(T, st.n_leaves * K), "leaf_values")
     if K == 1:
         vals = g.unsqueeze(g.op("GatherElements", [table, leaf], "tree_values_2d", axis=1), [2], "tree_values")
     else:
@@ -479,10 +487,12 @@ def weighted_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, weights: str) -
     return _sum_trees(g, ens, st, vals, np.dtype(np.float64))
 
 
-def _sum_trees(g: GraphBuilder, ens: Ensemble, st: Stacked, vals: str, acc: np.dtype) -> str:
-    """Per-tree outputs [T, N, K] (``acc``) summed over the trees, averaged (MEAN), plus the base
-    score not folded into the values; float64 [N, K]."""
+def _sum_trees(g: GraphBuilder, ens: Ensemble, st: Stacked, vals: str, acc: np.dtype, class_rows: bool = False) -> str:
+    """Per-tree outputs [T, N, K] (``acc``; with ``class_rows``, [rounds, K, N]) summed over the
+    trees, averaged (MEAN), plus the base score not folded into the values; float64 [N, K]."""
     total = g.reduce_sum(vals, [0], keepdims=False, hint="margin_sum")
+    if class_rows:
+        total = g.op("Transpose", [total], "margin_sum_rows", perm=[1, 0])
     if ens.aggregation is Aggregation.MEAN:
         total = g.op("Div", [total, g.const(ens.trees_per_output().astype(acc), "n_trees")], "margin_mean")
     if np.any(st.base_rest):

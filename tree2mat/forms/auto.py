@@ -4,8 +4,9 @@ The choice must be deterministic (same model, same bytes), so it is not timed at
 each exact form's time per row is estimated from the padded sizes with constants fitted to
 measurements (benchmarks/form_speed.py, recorded in benchmarks/RESULTS.md):
 
-- dense matrix forms (sign, bitvector): ``a * T * (I + L) + b * T * I * L`` (per-node and
-  per-leaf passes, and the MatMul);
+- dense matrix forms (sign, bitvector): ``a * nodes + b * products``, summed over the size
+  groups the trees are padded in (``T_g (I_g + L_g)``: per-node and per-leaf passes;
+  ``T_g I_g L_g``: the MatMul);
 - traverse: ``c * levels + d * T``, levels being the sum of the trees' depths (a few gathers
   per tree and level: the walk takes each tree as deep as it goes, no deeper; then per tree
   its leaf and value).
@@ -13,8 +14,9 @@ measurements (benchmarks/form_speed.py, recorded in benchmarks/RESULTS.md):
 On the CPU (2-core AVX-512, onnxruntime 1.31) the walk has been the fastest form on all nine
 models measured since its gather layout was reworked (issue 5: 3 to 30 times the matrix forms),
 so auto picks ``traverse`` wherever it fits the budget, which is nearly always (its memory is the
-smallest). The matrix forms' constants are those fitted before (bitvector the faster of the two
-on 6 of 9 models); they matter where traverse does not fit. The estimates are listed for all
+smallest). The matrix forms' constants were fitted on their issue-4 layout; their new layout is
+faster (1.3-3x), so they overestimate them (not refitted yet); they matter where traverse does
+not fit. The estimates are listed for all
 three. No GPU was available to fit CUDA constants: the choice is the CPU one on every device.
 """
 

@@ -128,7 +128,7 @@ def bytes_per_row(ens: Ensemble) -> int:
     """Per tree, the few [T, N] tensors of one level (alive one level at a time), the leaf ids
     and values (and their indices with several outputs); the augmented input (at most six
     blocks of the features)."""
-    K = ens.n_outputs
+    K = 1 if _layout.one_class_per_tree(ens) else ens.n_outputs
     per_tree = 48 + 8 + (K * 8 if K == 1 else K * 24)
     return ens.n_trees * per_tree + 6 * ens.n_features * 8 + _layout.categorical_bytes_per_row(ens)
 
