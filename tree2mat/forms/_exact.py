@@ -11,7 +11,7 @@ import onnx
 from tree2mat.forms import _heads, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions, tensor_info
 from tree2mat.errors import UnsupportedModelError
-from tree2mat.ir.core import Ensemble
+from tree2mat.ir.core import Ensemble, Tree
 
 #: ``exit_leaf(g, ens, st, x, opts)``: from the compared input ``x`` [N, F] to the leaf ids
 #: [T, N] int64, named ``_layout.LEAF_TENSOR``.
@@ -81,61 +81,75 @@ def size_groups(n_internal: np.ndarray, max_groups: int = 4, slack: float = 1.1)
     return groups[::-1]
 
 
-def padded_work(ens: Ensemble) -> tuple[int, int]:
-    """The matrix forms' work per row with the trees padded in :func:`size_groups`: nodes and
-    leaves (sum over groups of T_g (I_g + L_g)) and matrix entries (sum of T_g I_g L_g)."""
-    nodes = products = 0
+def padded_groups(ens: Ensemble) -> list[tuple[np.ndarray, int, int]]:
+    """The trees in :func:`size_groups`, each group with the node and leaf counts its trees are
+    padded to (at least one node)."""
+    out = []
     for trees in size_groups(np.asarray([t.n_internal for t in ens.trees])):
         n_nodes = max(1, max(ens.trees[t].n_internal for t in trees))
-        n_leaves = max(ens.trees[t].n_leaves for t in trees)
-        nodes += trees.size * (n_nodes + n_leaves)
-        products += trees.size * n_nodes * n_leaves
-    return nodes, products
+        out.append((trees, n_nodes, max(ens.trees[t].n_leaves for t in trees)))
+    return out
+
+
+def padded_work(ens: Ensemble) -> tuple[int, int]:
+    """The matrix forms' work per row with the trees padded in :func:`padded_groups`: nodes and
+    leaves (sum over groups of T_g (I_g + L_g)) and matrix entries (sum of T_g I_g L_g)."""
+    groups = padded_groups(ens)
+    return sum(t.size * (i + l) for t, i, l in groups), sum(t.size * i * l for t, i, l in groups)
+
+
+#: ``tree_scores(tree)``: a tree's score matrix [L, I] and bias [L] (small integers).
+TreeScores = Callable[[Tree], tuple[np.ndarray, np.ndarray]]
 
 
 def exit_by_scores(
-    g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, matrix: np.ndarray, bias: np.ndarray,
+    g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, tree_scores: TreeScores, pad_bias: float,
     matmul: str, hint: str,
 ) -> str:
-    """The exit leaf [T, N] (int64) of a matrix form: the first maximum over the leaves of
-    ``matrix r + bias``, where r [T, I, N] is 1 where the row goes right at the node, else 0;
-    ``matrix`` [T, L, I] and ``bias`` [T, L] hold small integers. The MatMul runs in ``matmul``:
-    float32, float16 (MatMul), or int8 (MatMulInteger, int32 accumulation); refused where the
-    partial sums can pass the integers ``matmul`` holds exactly.
+    """The exit leaf [T, N] (int64) of a matrix form: per tree the first maximum over the leaves
+    of ``matrix r + bias`` (``tree_scores``), where r [I, N] is 1 where the row goes right at the
+    node, else 0; padding leaves score ``pad_bias``, padding nodes are columns of 0. The MatMul
+    runs in ``matmul``: float32, float16 (MatMul), or int8 (MatMulInteger, int32 accumulation);
+    refused where the partial sums can pass the integers ``matmul`` holds exactly.
 
-    Trees of similar size are padded together (:func:`size_groups`): one batched MatMul per
-    group, not every tree padded to the largest. Without a bias, r is the tests
-    (:func:`_layout.test_bits`) with the swap nodes' negated (one ``Xor``). With one, r = 1 - test
-    at swap nodes is folded into the constants (those columns negated, their sum added to the
-    bias), and the bias becomes a last column of the matrix against an always-true row of r: no
-    ``Add`` over the [T, L, N] scores. int8 runs int8 x int8 (the one MatMulInteger the CUDA
-    provider has; onnxruntime's CPU is faster at u8 x s8, but a graph must run everywhere)."""
+    Trees of similar size are padded together (:func:`padded_groups`): one batched MatMul per
+    group, [T_g, L_g, I_g] x [T_g, I_g, N], not every tree padded to the largest. Without a bias,
+    r is the tests (:func:`_layout.test_bits`) with the swap nodes' negated (one ``Xor``). With
+    one, r = 1 - test at swap nodes is folded into the constants (those columns negated, their
+    sum added to the bias), and the bias becomes a last column of the matrix against an
+    always-true row of r: no ``Add`` over the [T, L, N] scores. int8 runs int8 x int8 (the one
+    MatMulInteger the CUDA provider has; onnxruntime's CPU is faster at u8 x s8, but a graph must
+    run everywhere)."""
     tests = _layout.node_tests(ens, st)
-    with_bias = bool(np.any(bias))
     groups = []
-    for trees in size_groups(np.asarray([t.n_internal for t in ens.trees])):
-        n_nodes = max(1, max(ens.trees[t].n_internal for t in trees))
-        n_leaves = max(ens.trees[t].n_leaves for t in trees)
-        m, swap = matrix[trees, :n_leaves, :n_nodes], tests.swap[trees, :n_nodes]
-        if with_bias:
-            b = bias[trees, :n_leaves] + np.einsum("tli,ti->tl", m, swap.astype(np.float32))
-            m = np.concatenate([np.where(swap[:, None, :], -m, m), b[:, :, None]], axis=2)
-        groups.append((trees, n_nodes, m))
-    entry = max(int(np.abs(m).max()) for *_, m in groups)
+    for trees, n_nodes, n_leaves in padded_groups(ens):
+        m = np.zeros((trees.size, n_leaves, n_nodes), np.float32)
+        b = np.full((trees.size, n_leaves), pad_bias, np.float32)
+        for k, t in enumerate(trees):
+            tree = ens.trees[t]
+            m[k, : tree.n_leaves, : tree.n_internal], b[k, : tree.n_leaves] = tree_scores(tree)
+        groups.append((trees, n_nodes, m, b))
+    with_bias = any(np.any(b) for *_, b in groups)
+    if with_bias:
+        for k, (trees, n_nodes, m, b) in enumerate(groups):
+            swap = tests.swap[trees, :n_nodes]
+            b = b + np.einsum("tli,ti->tl", m, swap.astype(np.float32))
+            groups[k] = (trees, n_nodes, np.concatenate([np.where(swap[:, None, :], -m, m), b[:, :, None]], axis=2), b)
+    entry = max(int(np.abs(m).max()) for _, _, m, _ in groups)
     if matmul == "int8" and entry > 127:
         raise UnsupportedModelError(
             f"--matmul int8 holds matrix entries up to 127; this model's reach {entry}; use --matmul float32"
         )
-    bound = max(int(np.abs(m).sum(axis=2).max()) for *_, m in groups)
+    bound = max(int(np.abs(m).sum(axis=2).max()) for _, _, m, _ in groups)
     if bound > MATMUL_DTYPES[matmul]:
         raise UnsupportedModelError(
             f"--matmul {matmul} holds integers up to {MATMUL_DTYPES[matmul]} exactly; this model's "
             f"path sums reach {bound}; use --matmul float32 or int8"
         )
-    bits = _layout.test_bits(g, ens, st, x, tests, [(trees, n) for trees, n, _ in groups], right=not with_bias, ones=with_bias)
+    bits = _layout.test_bits(g, ens, st, x, tests, [(trees, n) for trees, n, *_ in groups], right=not with_bias, ones=with_bias)
     single = len(groups) == 1
     leaves = []
-    for k, ((trees, _, m), r) in enumerate(zip(groups, bits)):
+    for k, ((trees, _, m, _), r) in enumerate(zip(groups, bits)):
         name = f"{hint}{k}"
         if matmul == "float32":
             r = g.op("Cast", [r], f"{name}_r", to=onnx.TensorProto.FLOAT)

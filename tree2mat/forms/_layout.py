@@ -308,6 +308,12 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str, blocks:
     return parts[0] if len(parts) == 1 else g.op("Concat", parts, "x_augmented", axis=1)
 
 
+def row_count(g: GraphBuilder, x: str) -> str:
+    """The number of rows of ``x``, as a 1-D int64 tensor of one element (for shapes)."""
+    start, stop = g.const(np.asarray([0], np.int64), "n_start"), g.const(np.asarray([1], np.int64), "n_stop")
+    return g.op("Slice", [g.op("Shape", [x], "x_shape"), start, stop], "n_rows")
+
+
 def test_bits(
     g: GraphBuilder, ens: Ensemble, st: Stacked, x: str, tests: NodeTests,
     groups: list[tuple[np.ndarray, int]], right: bool, ones: bool,
@@ -323,8 +329,7 @@ def test_bits(
     xa = augmented_input(g, ens, st, x, tests.blocks)
     columns = g.op("Transpose", [xa], "x_columns", perm=[1, 0])
     if ones:
-        n_rows = g.op("Slice", [g.op("Shape", [x], "x_shape"), g.const(np.asarray([0], np.int64), "n_start"),
-                                g.const(np.asarray([1], np.int64), "n_stop")], "n_rows")
+        n_rows = row_count(g, x)
         true = onnx.helper.make_tensor("true", onnx.TensorProto.BOOL, [1], [True])
     out = []
     for k, (trees, n) in enumerate(groups):  # (one Gather each: no Slice of a [nodes, N] tensor,

@@ -17,15 +17,19 @@ import onnx
 
 from tree2mat.forms import _exact, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
-from tree2mat.ir.core import Ensemble
+from tree2mat.ir.core import Ensemble, Tree
 from tree2mat.ir.matrices import bitvector_matrix
 
 
+def bitvector_scores(tree: Tree) -> tuple[np.ndarray, np.ndarray]:
+    """Q and no bias. Padding leaves score 0 (never above a real exit leaf's sum(z), and after it
+    on a tie)."""
+    q = bitvector_matrix(tree)
+    return q, np.zeros(q.shape[0], np.float32)
+
+
 def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, opts: GraphOptions) -> str:
-    # Padding leaves score 0 (never above a real exit leaf's sum(z), and after it on a tie);
-    # padding nodes are columns of 0.
-    q = _exact.padded_matrices(ens, st, bitvector_matrix)
-    return _exact.exit_by_scores(g, ens, st, x, q, np.zeros(q.shape[:2], np.float32), opts.matmul, "bitvector")
+    return _exact.exit_by_scores(g, ens, st, x, bitvector_scores, 0.0, opts.matmul, "bitvector")
 
 
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:

@@ -15,13 +15,13 @@ import onnx
 
 from tree2mat.forms import _exact, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
-from tree2mat.ir.core import Ensemble
+from tree2mat.ir.core import Ensemble, Tree
 from tree2mat.ir.matrices import template_matrix
 
 
 def template_tensors(ens: Ensemble, st: _layout.Stacked) -> tuple[np.ndarray, np.ndarray]:
-    """B stacked, float32 [T, L, I], and the depths [T, L]; padding leaves get depth 1 and an
-    all-zero row, so their score (-1) is never the maximum (0)."""
+    """B stacked, float32 [T, L, I], and the depths [T, L] (the soft forms' padded layout);
+    padding leaves get depth 1 and an all-zero row, so their score (-1) is never the maximum (0)."""
     b = _exact.padded_matrices(ens, st, template_matrix)
     depth = np.ones((st.n_trees, st.n_leaves), np.float32)
     for t, tree in enumerate(ens.trees):
@@ -29,12 +29,15 @@ def template_tensors(ens: Ensemble, st: _layout.Stacked) -> tuple[np.ndarray, np
     return b, depth
 
 
+def template_scores(tree: Tree) -> tuple[np.ndarray, np.ndarray]:
+    """h = 2r - 1 (r = 1 where the row goes right), so B h - depth = 2 B r - (B 1 + depth):
+    integers, 0 at the exit leaf and negative elsewhere (padding leaves: -1, depth 1, B row 0)."""
+    b = template_matrix(tree)
+    return 2 * b, -(b.sum(axis=1) + np.count_nonzero(b, axis=1))
+
+
 def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, opts: GraphOptions) -> str:
-    # h = 2r - 1 (r = 1 where the row goes right), so B h - depth = 2 B r - (B 1 + depth):
-    # integers, 0 at the exit leaf and negative elsewhere.
-    b, depth = template_tensors(ens, st)
-    bias = -(b.sum(axis=2) + depth)
-    return _exact.exit_by_scores(g, ens, st, x, 2 * b, bias, opts.matmul, "template")
+    return _exact.exit_by_scores(g, ens, st, x, template_scores, -1.0, opts.matmul, "template")
 
 
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:

@@ -76,8 +76,7 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, opts:
     int32 = onnx.TensorProto.INT32
     # Level 0: every row at every root; rows x trees (GatherElements of the expanded root
     # columns: a Gather on axis 1 is several times slower).
-    n_rows = g.op("Slice", [g.op("Shape", [x], "x_shape"), g.const(np.asarray([0], np.int64), "n_start"),
-                            g.const(np.asarray([1], np.int64), "n_stop")], "n_rows")
+    n_rows = _layout.row_count(g, x)
     rows_trees = g.op("Concat", [n_rows, g.const(np.asarray([st.n_trees], np.int64), "n_trees_1d")], "rows_trees", axis=0)
     roots = g.op("Expand", [g.const(tab.column[None, :, 0], "root_column"), rows_trees], "root_columns")
     xv = g.op("GatherElements", [xa, roots], "xv0", axis=1)
