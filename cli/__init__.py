@@ -8,6 +8,7 @@ unavailable device); 3 internal error (a bug: please report it with ``--debug`` 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import traceback
@@ -45,6 +46,7 @@ def _version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
     debug: bool = typer.Option(False, "--debug", help="Show the full traceback on errors."),
+    safe: bool = typer.Option(False, "--safe", help="Refuse pickle files (.pkl/.pickle/.joblib: loading one can run any code); read only .skops, XGBoost .json/.ubj, LightGBM .txt and tree2mat IR. Also TREE2MAT_SAFE=1. Anywhere on the line."),
 ) -> None:
     """tree2mat: exact decision-machine ONNX graphs for tree models."""
 
@@ -64,7 +66,7 @@ def convert(
     opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset, 13 to 26 (default 26, the newest the pinned onnxruntime runs)."),
     raw: bool = typer.Option(False, "--raw", help="Output the margin before the link (label kept for classifiers)."),
     leaves: bool = typer.Option(False, "--leaves", help="Add a 'leaves' output [N, trees] with each row's leaf ids (exact forms)."),
-    max_memory: Optional[str] = typer.Option(None, "--max-memory", help="--form auto: memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G (the default), 512M."),
+    max_memory: Optional[str] = typer.Option(None, "--max-memory", help="Memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G (the default), 512M: auto picks the fastest form within it; an explicit form over it is refused, naming one that fits."),
     temperature: Optional[float] = typer.Option(None, "--temperature", help="soft/softmax forms: temperature, in input-feature units (default 1); the graph is exact only as it goes to 0."),
     matmul: str = typer.Option("float32", "--matmul", help="sign/bitvector forms: element type of the path-matching MatMul: float32, float16 or int8 (MatMulInteger); exact in each."),
 ) -> None:
@@ -109,13 +111,16 @@ def verify(
     rtol: float = typer.Option(1e-6, "--rtol", help="Relative tolerance on values."),
     seed: int = typer.Option(0, "--seed", help="Seed for synthesized rows."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON to this file ('-' for stdout)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress on stderr while --data is read (a bar on a terminal, a line every 10 % otherwise)."),
 ) -> None:
     """Check that ONNX reproduces MODEL: exit 0 pass, 1 mismatch, 2 bad input."""
     import tree2mat
 
     if json_out is not None and str(json_out) != "-" and not json_out.parent.is_dir():
         raise OptionError(f"--json {json_out}: no such directory {json_out.parent}")
-    report = tree2mat.verify(model, onnx_file, data, device=device, rows=rows, atol=atol, rtol=rtol, seed=seed)
+    with _Progress("verify", enabled=progress and data is not None) as shown:
+        report = tree2mat.verify(model, onnx_file, data, device=device, rows=rows, atol=atol, rtol=rtol, seed=seed,
+                                 progress=shown.update)
     if json_out is not None and str(json_out) == "-":
         typer.echo(report.to_json())
     else:
@@ -280,6 +285,45 @@ def _matrices_text(tree: int, mats: dict[str, np.ndarray], names: Optional[tuple
     return "\n".join(out)
 
 
+# ------------------------------------------------------------------------------------- progress
+
+
+class _Progress:
+    """Progress of a long run on stderr: a live bar on a terminal; elsewhere (CI logs, pipes) a
+    plain line at every further 10 % and at the end. Nothing for a run done in one step."""
+
+    def __init__(self, label: str, enabled: bool = True) -> None:
+        self.label, self.enabled = label, enabled
+        self.bar: Any = None
+        self.task: Any = None
+        self.next_line = 0.1
+        self.steps = 0
+
+    def __enter__(self) -> "_Progress":
+        return self
+
+    def update(self, rows: int, fraction: float) -> None:
+        self.steps += 1
+        if not self.enabled or (self.steps == 1 and fraction >= 1.0):
+            return
+        if sys.stderr.isatty():
+            if self.bar is None:
+                from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+                self.bar = Progress(TextColumn(f"{self.label}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%  {task.fields[rows]:,} rows"),
+                                    TimeRemainingColumn(), transient=True)
+                self.bar.start()
+                self.task = self.bar.add_task(self.label, total=1.0, rows=0)
+            self.bar.update(self.task, completed=fraction, rows=rows)
+        elif fraction >= self.next_line or fraction >= 1.0:
+            typer.echo(f"{self.label}: {rows:,} rows ({100 * fraction:.0f}% of the data read)", err=True)
+            self.next_line = (int(fraction * 10) + 1) / 10
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
 # ------------------------------------------------------------------------------------ the entry
 
 
@@ -290,10 +334,12 @@ def _one_line(text: str) -> str:
 def main(argv: Optional[list[str]] = None) -> int:
     """Run the CLI; errors are one line on stderr. ``--debug`` (anywhere on the line) adds the
     traceback before that line; exit codes stay the same."""
+    from tree2mat.frontends.loading import safe_loading
+
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args
-    args = [a for a in args if a != "--debug"]
-    with warnings.catch_warnings():
+    debug, safe = "--debug" in args, "--safe" in args
+    args = [a for a in args if a not in ("--debug", "--safe")]
+    with warnings.catch_warnings(), safe_loading(True) if safe else contextlib.nullcontext():
         if not debug:  # library warnings are not ours to print; errors say what matters
             warnings.simplefilter("ignore")
         return _main(args, debug)
@@ -302,6 +348,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 def _main(args: list[str], debug: bool) -> int:
     try:
         code = app(args=args, prog_name="tree2mat", standalone_mode=False)
+        if code == 130:  # click turns Ctrl-C in a command into exit code 130, silently
+            typer.echo("tree2mat: interrupted", err=True)
         return code if isinstance(code, int) else 0
     except Tree2MatError as exc:
         _traceback(debug)

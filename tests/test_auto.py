@@ -78,6 +78,31 @@ def test_memory_budget_rules_forms_out(deep):
         auto.choose(ens, max_memory=walk.memory_bytes - 1)
 
 
+def test_an_explicit_form_over_the_budget_is_refused_naming_one_that_fits(deep, tmp_path, capsys):
+    """Before building: the dense graph of a deep forest over --max-memory is refused, the message
+    names traverse (which fits); traverse itself converts under the same budget and runs exactly."""
+    import joblib
+
+    ens = tree2mat.load(deep)
+    dense = auto.estimate("bitvector", ens)
+    walk = auto.estimate("traverse", ens)
+    budget = (dense.memory_bytes + walk.memory_bytes) // 2
+    with pytest.raises(UnsupportedModelError, match=r"--form bitvector needs about .* over --max-memory .*: --form traverse fits"):
+        tree2mat.convert(deep, "bitvector", max_memory=budget)
+    onx = tree2mat.convert(deep, "traverse", max_memory=budget)
+    assert tree2mat.verify(deep, onx, rows=100).passed
+    joblib.dump(deep, tmp_path / "m.joblib")
+    out = tmp_path / "m.onnx"
+    args = ["convert", str(tmp_path / "m.joblib"), "-o", str(out), "--form", "sign", "--max-memory", str(budget)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--form sign needs about" in err and "--form traverse fits" in err and err.count("\n") == 1
+    assert not out.exists()
+    with pytest.raises(UnsupportedModelError, match="no exact form fits"):
+        tree2mat.convert(deep, "traverse", max_memory=walk.memory_bytes - 1)
+    tree2mat.convert(deep, "traverse", max_memory=walk.memory_bytes)
+
+
 @pytest.mark.parametrize("text,expected", [("4G", 4 * 2**30), ("512M", 512 * 2**20), ("1.5GiB", int(1.5 * 2**30)),
                                            ("2000000", 2_000_000), ("64kb", 64 * 2**10)])
 def test_parse_memory(text, expected):

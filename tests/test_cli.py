@@ -154,7 +154,7 @@ def test_missing_files_and_bad_options(models, capsys, tmp_path):
     one_line_error(capsys, main(conv + ["--form", "traverse", "--matmul", "int8"]), 2, "--matmul int8 is not available for the form traverse")
     one_line_error(capsys, main(conv + ["--form", "sign", "--matmul", "int4"]), 2, "--matmul int4")
     one_line_error(capsys, main(conv + ["--max-memory", "plenty"]), 2, "--max-memory 'plenty'")
-    one_line_error(capsys, main(conv + ["--form", "sign", "--max-memory", "1G"]), 2, "--max-memory applies to --form auto")
+    one_line_error(capsys, main(conv + ["--form", "sign", "--max-memory", "1K"]), 2, "--form sign needs about", "over --max-memory", "no exact form fits")
     one_line_error(capsys, main(conv + ["--form", "soft", "--leaves"]), 2, "--leaves needs an exact form")
     one_line_error(capsys, main(["inspect", str(models / "a.joblib"), "--tree", "99"]), 2, "out of range", "5 trees")
     one_line_error(capsys, main(["inspect", str(models / "a.joblib"), "--format", "xml"]), 2, "unknown format")

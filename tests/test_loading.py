@@ -59,3 +59,91 @@ def test_pickle_of_a_missing_module_names_it(tmp_path):
     path.write_bytes(b"\x80\x04\x95\x1d\x00\x00\x00\x00\x00\x00\x00\x8c\x0enot_a_module_x\x94\x8c\x03Cls\x94\x93\x94.")
     with pytest.raises(ModelFileError, match="needs the module 'not_a_module_x'"):
         tree2mat.load(path)
+
+
+# ------------------------------------------------------------------------------------ safe mode
+
+
+class _Marker:
+    """A pickle that, loaded, writes a file: what any pickle may do."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _evil_pickle(tmp_path, suffix=".pkl"):
+    marker = tmp_path / "pwned"
+    path = tmp_path / f"evil{suffix}"
+    path.write_bytes(pickle.dumps(_Marker(marker)))
+    return path, marker
+
+
+def test_loading_a_pickle_runs_its_code_so_safe_mode_refuses_it_unread(tmp_path, monkeypatch):
+    from tree2mat.cli import main
+
+    path, marker = _evil_pickle(tmp_path)
+    with pytest.raises(Exception):
+        tree2mat.load(path)  # not a model; but the pickle's code ran
+    assert marker.exists()
+    marker.unlink()
+    for suffix in (".pkl", ".joblib", ".pickle", ".PKL"):
+        path, marker = _evil_pickle(tmp_path, suffix)
+        with tree2mat.safe_loading(), pytest.raises(ModelFileError, match="safe mode refuses pickle files"):
+            tree2mat.load(path)
+        out = tmp_path / "out.onnx"
+        assert main(["convert", str(path), "-o", str(out), "--safe"]) == 2
+        assert main(["--safe", "verify", str(path), str(out)]) == 2
+        monkeypatch.setenv("TREE2MAT_SAFE", "1")
+        assert main(["inspect", str(path)]) == 2
+        with pytest.raises(ModelFileError, match="safe mode"):
+            tree2mat.convert(path)
+        with tree2mat.safe_loading(False):  # the block's setting wins over the environment
+            with pytest.raises(Exception):
+                tree2mat.load(path)
+        assert marker.exists()
+        marker.unlink()
+        monkeypatch.delenv("TREE2MAT_SAFE")
+        assert not out.exists()
+
+
+def test_safe_mode_environment_value_must_be_a_switch(tmp_path, monkeypatch, capsys):
+    from tree2mat.cli import main
+
+    model = tmp_path / "m.joblib"
+    joblib.dump(MODELS["rf"](), model)
+    monkeypatch.setenv("TREE2MAT_SAFE", "maybe")
+    assert main(["convert", str(model), "-o", str(tmp_path / "m.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "TREE2MAT_SAFE='maybe'" in err and err.count("\n") == 1
+    monkeypatch.setenv("TREE2MAT_SAFE", "0")
+    assert main(["convert", str(model), "-o", str(tmp_path / "m.onnx")]) == 0
+
+
+def test_safe_mode_reads_the_formats_that_cannot_run_code(tmp_path):
+    """.skops, XGBoost .json/.ubj and LightGBM .txt convert and verify against the library in
+    safe mode (verify loads native files with the library's own reader, never a pickle)."""
+    from tree2mat.cli import main
+
+    sio = pytest.importorskip("skops.io")
+    xgb = pytest.importorskip("xgboost")
+    lgb = pytest.importorskip("lightgbm")
+    files = []
+    sio.dump(MODELS["hgb_cat"](), tmp_path / "m.skops")
+    files.append(tmp_path / "m.skops")
+    booster = xgb.XGBClassifier(n_estimators=5, max_depth=3).fit(X, Y)
+    for suffix in (".json", ".ubj"):
+        booster.save_model(tmp_path / f"x{suffix}")
+        files.append(tmp_path / f"x{suffix}")
+    lgb.LGBMClassifier(n_estimators=5, num_leaves=7, verbose=-1).fit(X, Y).booster_.save_model(tmp_path / "l.txt")
+    files.append(tmp_path / "l.txt")
+    from tree2mat.ir.io import dumps
+
+    (tmp_path / "ir.json").write_text(dumps(tree2mat.load(MODELS["rf"]())))
+    files.append(tmp_path / "ir.json")
+    for path in files:
+        out = tmp_path / f"{path.stem}{path.suffix[1:]}.onnx"
+        assert main(["--safe", "convert", str(path), "-o", str(out)]) == 0, path
+        assert main(["verify", str(path), str(out), "--rows", "50", "--safe"]) == 0, path

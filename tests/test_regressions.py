@@ -102,3 +102,30 @@ def test_written_files_get_the_usual_mode(tmp_path):
     finally:
         os.umask(umask)
     assert stat.S_IMODE((tmp_path / "m.onnx").stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("form", ["traverse", "sign", "bitvector"])
+def test_missing_value_the_compared_dtype_cannot_hold(form):
+    """Found by fuzzing the IR: a float64 model whose missing value (1e-200) rounds to 0 in
+    float32. The library compares a row's float64 value with it, so a float32 0 is not missing;
+    the graph compared in float32 and took every 0 for missing."""
+    import dataclasses
+
+    m = E.HistGradientBoostingRegressor(max_iter=5).fit(XD, YD)
+    ens = dataclasses.replace(tree2mat.load(m), missing_value=1e-200)
+    X = XD[:40].astype(np.float32)
+    X[::2, :] = 0.0
+    X[1::4, :] = np.float32(1e-200)  # (0 too, in float32)
+    got = run_graph(tree2mat.convert(ens, form, leaves=True), X)["leaves"]
+    np.testing.assert_array_equal(got, tree2mat.ir.apply(ens, X))
+    assert not np.array_equal(got, tree2mat.ir.apply(dataclasses.replace(ens, missing_value=0.0), X))
+
+
+def test_xgboost_missing_value_is_its_float32():
+    """XGBoost holds ``missing`` as a float32: 1e-200 is 0 there, and 0 is missing."""
+    xgb = pytest.importorskip("xgboost")
+    X = XB.astype(np.float32).copy()
+    X[::3, :5] = 0.0
+    m = xgb.XGBClassifier(n_estimators=5, max_depth=3, missing=1e-200).fit(X, YB)
+    assert tree2mat.verify(m, tree2mat.convert(m, "traverse"), X).passed
+    assert not tree2mat.verify(m, tree2mat.convert(xgb.XGBClassifier(n_estimators=5, max_depth=3).fit(X, YB), "traverse"), X).passed

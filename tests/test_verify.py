@@ -73,3 +73,72 @@ def test_values_off_by_one_leaf_are_caught_through_routing():
     report = tree2mat.verify(model, onx, rows=200, rtol=0.5)
     routing = [o for o in report.outputs if o.name == "routing"][0]
     assert not report.passed and routing.mismatches > 0
+
+
+def _rewired(onx: onnx.ModelProto, output: str, op: str, extra: list[onnx.TensorProto], rank: int | None = None, **attrs) -> onnx.ModelProto:
+    """A copy of ``onx`` whose ``output`` passes through one more ``op`` (with constants ``extra``)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(onx)
+    for node in out.graph.node:
+        node.output[:] = [f"{o}_before" if o == output else o for o in node.output]
+        node.input[:] = [f"{i}_before" if i == output else i for i in node.input]
+    out.graph.initializer.extend(extra)
+    out.graph.node.append(onnx.helper.make_node(op, [f"{output}_before", *(t.name for t in extra)], [output], **attrs))
+    for o in out.graph.output:
+        if o.name == output and rank is not None:
+            elem = o.type.tensor_type.elem_type
+            o.CopyFrom(onnx.helper.make_tensor_value_info(output, elem, [f"d{k}" for k in range(rank)]))
+    return out
+
+
+def test_a_graph_with_nan_outputs_or_wrong_shapes_fails_loudly(tmp_path, capsys):
+    """A gate must not pass a graph that gives NaN, or the right numbers in the wrong shape."""
+    from tree2mat.cli import main
+
+    X, y = load_iris(return_X_y=True)
+    model = HistGradientBoostingClassifier(max_iter=3).fit(X, y)
+    onx = tree2mat.convert(model, "traverse")
+    nan = onnx.numpy_helper.from_array(np.asarray([np.nan], np.float32), "nan")
+    cases = {
+        "nan": _rewired(onx, "probabilities", "Mul", [nan]),
+        "transposed": _rewired(onx, "probabilities", "Transpose", [], rank=2, perm=[1, 0]),
+        "flat": _rewired(onx, "probabilities", "Reshape", [onnx.numpy_helper.from_array(np.asarray([-1], np.int64), "flat")], rank=1),
+        "label_rows": _rewired(onx, "label", "Concat", [onnx.numpy_helper.from_array(np.asarray([0], np.int64), "one_more")], rank=1, axis=0),
+    }
+    import joblib
+
+    joblib.dump(model, tmp_path / "m.joblib")
+    for name, broken in cases.items():
+        report = tree2mat.verify(model, broken, rows=30)
+        assert not report.passed, name
+        bad = [o for o in report.outputs if not o.passed]
+        assert [o.name for o in bad] == (["label"] if name == "label_rows" else ["probabilities"]), name
+        if name == "nan":
+            assert bad[0].mismatches == bad[0].compared > 0 and bad[0].max_abs_error == float("inf")
+        else:
+            assert bad[0].problem.startswith("shape"), bad[0].problem
+        tree2mat.save(broken, tmp_path / f"{name}.onnx")
+        assert main(["verify", str(tmp_path / "m.joblib"), str(tmp_path / f"{name}.onnx"), "--json", str(tmp_path / f"{name}.json")]) == 1
+        out = capsys.readouterr().out
+        assert out.rstrip().endswith("FAIL")
+        doc = json.loads((tmp_path / f"{name}.json").read_text())
+        assert doc["passed"] is False and doc["schema"] == 1
+
+
+def test_the_report_fields_are_the_documented_ones():
+    """README documents verify's JSON report field by field; the report has exactly those."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text[text.index("- The JSON report (`--json`), **schema 1**"):]
+    section = section[: section.index("\n- ", 10)]
+    documented = set(re.findall(r"`([a-z_]+)`(?=[:,;.]| \(| per)", section))
+    model = RandomForestRegressor(n_estimators=2, random_state=0).fit(XD, YD)
+    onx = tree2mat.convert(model)
+    wrong = tree2mat.convert(RandomForestRegressor(n_estimators=2, random_state=1).fit(XD, YD))
+    doc = json.loads(tree2mat.verify(model, wrong, rows=20).to_json())
+    assert not doc["passed"] and doc["outputs"][0]["first_mismatches"]
+    fields = set(doc) | set(doc["outputs"][0]) | set(doc["outputs"][0]["first_mismatches"][0])
+    assert fields <= documented, fields - documented
+    assert doc["schema"] == 1 and tree2mat.verify(model, onx, rows=20).passed

@@ -13,6 +13,7 @@ from tree2mat.convert import convert, load, save  # noqa: E402
 from tree2mat.errors import Tree2MatError  # noqa: E402
 from tree2mat.forms import FORMS  # noqa: E402
 from tree2mat.frontends import FRONTENDS  # noqa: E402
+from tree2mat.frontends.loading import safe_loading  # noqa: E402
 from tree2mat.verify import Report, verify  # noqa: E402
 
-__all__ = ["FORMS", "FRONTENDS", "Report", "Tree2MatError", "__version__", "convert", "load", "save", "verify"]
+__all__ = ["FORMS", "FRONTENDS", "Report", "Tree2MatError", "__version__", "convert", "load", "safe_loading", "save", "verify"]

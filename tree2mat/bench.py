@@ -181,8 +181,7 @@ def bench(
         if form != AUTO:
             check_form(form)
     limit = max_memory if max_memory is not None else physical_memory() // 2
-    model = frontends.resolve(model_or_path)
-    ens = frontends.to_ensemble(model)
+    model, ens = frontends.load_model(model_or_path)
     library = frontends.library_model(model_or_path, ens) if isinstance(model, Ensemble) else model
     if data is None:
         X = bench_rows(ens, rows, seed)

@@ -34,7 +34,7 @@ def needs_external_data(model: onnx.ModelProto) -> bool:
 
 def load(model_or_path: Any) -> Ensemble:
     """The validated IR of a fitted model object or a model file."""
-    return frontends.to_ensemble(frontends.resolve(model_or_path))
+    return frontends.load_model(model_or_path)[1]
 
 
 def graph_options(
@@ -81,7 +81,8 @@ def convert(
 
     ``form``: one of ``FORMS``, or ``auto`` (the default): the fastest exact form whose constants
     and intermediates for 10 000 rows fit ``max_memory`` bytes (default 4 GiB; the graph's metadata
-    ``tree2mat.form`` and ``tree2mat.auto`` say which and why). ``temperature``: soft forms
+    ``tree2mat.form`` and ``tree2mat.auto`` say which and why). An explicit form over
+    ``max_memory`` is refused before it is built, naming an exact form that fits. ``temperature``: soft forms
     only (default 1, in input-feature units). ``matmul``: the path-matching MatMul's element type (float32, or float16 / int8 for
     the sign and bitvector forms; exact in every case).
 
@@ -105,10 +106,11 @@ def convert(
         form, reason = choice.form, choice.reason
         opts = graph_options(dtype, opset, raw, leaves, form)
     else:
-        if max_memory is not None:
-            raise OptionError(f"--max-memory applies to --form auto, not to an explicit form ({form})")
+        if max_memory is not None and not max_memory > 0:
+            raise OptionError(f"--max-memory must be positive, got {max_memory}")
         opts = graph_options(dtype, opset, raw, leaves, form, temperature, matmul)
         ens = load(model_or_path)
+        auto.check_budget(form, ens, auto.DEFAULT_MAX_MEMORY if max_memory is None else max_memory)
     model = FORMS[form].build(ens, opts)
     _stamp(model, ens, form, opts, reason)
     if not needs_external_data(model):  # (too large for an in-memory check: save checks the file)

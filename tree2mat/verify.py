@@ -19,12 +19,14 @@ import tempfile
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import onnx
 
 from tree2mat import frontends
+from tree2mat.data import DATA_SUFFIXES, ArrayRows, Rows, load_data, open_rows, read_chunks  # noqa: F401 (re-exported)
 from tree2mat.convert import needs_external_data, write_external
 from tree2mat.errors import DataError, DeviceUnavailableError, ModelFileError, OptionError, VerificationError
 from tree2mat.forms import FORMS
@@ -38,7 +40,8 @@ PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider", 
 DEFAULT_RTOL = 1e-6
 #: Memory allowed for one chunk of rows in onnxruntime.
 CHUNK_BYTES = 256 * 2**20
-DATA_SUFFIXES = (".npy", ".npz", ".csv", ".parquet")
+#: Memory allowed for one chunk of data rows (as float64), read from a file at a time.
+DATA_CHUNK_BYTES = 32 * 2**20
 MAX_ROWS = 10_000_000
 MAX_SYNTHESIZED_BYTES = 2 * 2**30
 
@@ -133,69 +136,6 @@ def _jsonable(obj: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------ the data
-
-
-def load_data(path: str | Path) -> np.ndarray:
-    """A 2-D float array from .npy, .npz (key ``X`` or the only array), .csv or .parquet."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: no such file")
-    if not path.is_file():
-        raise DataError(f"{path}: not a regular file")
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".npy":
-            X = np.load(path, allow_pickle=False)
-        elif suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                keys = list(z.keys())
-                if "X" not in keys and len(keys) != 1:
-                    raise DataError(f"{path}: .npz needs an array named 'X' or exactly one array; has {keys}")
-                X = z["X" if "X" in keys else keys[0]]
-        elif suffix == ".csv":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # an empty file is reported below, not warned of
-                X = _load_csv(path)
-        elif suffix == ".parquet":
-            X = _load_parquet(path)
-        else:
-            raise DataError(f"{path}: unknown data file type {suffix!r}; supported: {', '.join(DATA_SUFFIXES)}")
-    except DataError:
-        raise
-    except Exception as exc:  # numpy/pandas raise many types on broken files
-        raise DataError(f"{path}: cannot read data: {type(exc).__name__}: {exc}") from exc
-    X = np.asarray(X)
-    if X.ndim != 2 or X.shape[0] == 0:
-        raise DataError(f"{path}: data must be a non-empty 2-D array [rows, features], got shape {X.shape}")
-    if X.dtype.kind not in "biuf":
-        raise DataError(f"{path}: data must be numeric, got {X.dtype}")
-    return X
-
-
-def _load_csv(path: Path) -> np.ndarray:
-    with path.open(encoding="utf-8") as fh:
-        first = fh.readline()
-    try:
-        [float(tok) for tok in first.strip().split(",")]
-        header = 0
-    except ValueError:
-        header = 1
-    def cell(text: str) -> float:
-        return float(text.strip() or "nan")  # an empty cell is a missing value
-
-    return np.loadtxt(path, delimiter=",", skiprows=header, dtype=np.float64, ndmin=2, converters=cell)
-
-
-def _load_parquet(path: Path) -> np.ndarray:
-    try:
-        import pandas as pd
-    except ImportError as exc:
-        raise DataError(f"{path}: reading parquet needs pandas and pyarrow (pip install 'tree2mat[data]')") from exc
-    frame = pd.read_parquet(path)
-    bad = [c for c in frame.columns if frame[c].dtype.kind not in "iufb"]
-    if bad:
-        raise DataError(f"{path}: non-numeric columns {bad[:5]}")
-    return frame.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
 def _feature_values(ens: Ensemble) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
@@ -468,24 +408,35 @@ def _session(model: onnx.ModelProto, device: str) -> Any:
 
 def run_graph(model: onnx.ModelProto, X: np.ndarray, device: str = "cpu", rows_per_chunk: int = 65536) -> dict[str, np.ndarray]:
     """Run ``model`` on ``X`` in chunks of rows; outputs by name (leaf ids, if exposed, [N, T])."""
-    sess = _session(model, device)
-    name = sess.get_inputs()[0].name
-    names = [o.name for o in sess.get_outputs()]
-    chunks: dict[str, list[np.ndarray]] = {n: [] for n in names}
-    for start in range(0, X.shape[0], rows_per_chunk):
-        try:
-            outs = sess.run(None, {name: X[start:start + rows_per_chunk]})
-        except Exception as exc:  # (the message of onnxruntime spans lines; the CLI joins them)
-            raise VerificationError(f"onnxruntime failed to run the graph on {device}: {exc}") from exc
-        for n, o in zip(names, outs):
-            chunks[n].append(o)
-    leaf = _leaf_tensor(model)
-    out = {}
-    for n in names:
-        if any(c.ndim == 0 for c in chunks[n]) or (n == leaf and chunks[n][0].ndim != 2):
-            raise VerificationError(f"the graph's output {n!r} has the wrong rank for a tree2mat graph")
-        out[n] = np.concatenate(chunks[n], axis=1 if n == leaf else 0)
-    return out
+    return GraphRunner(model, device).run(X, rows_per_chunk)
+
+
+class GraphRunner:
+    """One onnxruntime session of ``model`` on ``device``, run on as many arrays as needed."""
+
+    def __init__(self, model: onnx.ModelProto, device: str) -> None:
+        self.sess = _session(model, device)
+        self.device = device
+        self.input = self.sess.get_inputs()[0].name
+        self.names = [o.name for o in self.sess.get_outputs()]
+        self.leaf = _leaf_tensor(model)
+
+    def run(self, X: np.ndarray, rows_per_chunk: int = 65536) -> dict[str, np.ndarray]:
+        """Outputs by name of the rows ``X``, run ``rows_per_chunk`` at a time."""
+        chunks: dict[str, list[np.ndarray]] = {n: [] for n in self.names}
+        for start in range(0, X.shape[0], rows_per_chunk):
+            try:
+                outs = self.sess.run(None, {self.input: X[start:start + rows_per_chunk]})
+            except Exception as exc:  # (the message of onnxruntime spans lines; the CLI joins them)
+                raise VerificationError(f"onnxruntime failed to run the graph on {self.device}: {exc}") from exc
+            for n, o in zip(self.names, outs):
+                chunks[n].append(o)
+        out = {}
+        for n in self.names:
+            if any(c.ndim == 0 for c in chunks[n]) or (n == self.leaf and chunks[n][0].ndim != 2):
+                raise VerificationError(f"the graph's output {n!r} has the wrong rank for a tree2mat graph")
+            out[n] = np.concatenate(chunks[n], axis=1 if n == self.leaf else 0)
+        return out
 
 
 def _metadata(model: onnx.ModelProto) -> dict[str, str]:
@@ -516,15 +467,31 @@ def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble) -> tuple[onnx.Model
 # ------------------------------------------------------------------------------- the comparison
 
 
-def compare(name: str, device: str, got: np.ndarray, expected: np.ndarray, X: np.ndarray, atol: float, rtol: float, exact: bool, max_report: int = 5) -> OutputReport:
-    """Compare one output: exactly (labels, leaf ids) or within ``atol + rtol * |expected|``."""
-    if got.shape != expected.shape:
-        return OutputReport(name, device, 0, 0, 0.0, 0.0, problem=f"shape {got.shape}, expected {expected.shape}")
+def compare(name: str, device: str, got: np.ndarray, expected: np.ndarray, X: np.ndarray, atol: float, rtol: float, exact: bool, max_report: int = 5, offset: int = 0) -> OutputReport:
+    """Compare one output: exactly (labels, leaf ids) or within ``atol + rtol * |expected|``.
+    ``offset``: the row number of ``X[0]`` in the whole data (for the reported rows)."""
+    if got.shape[1:] != expected.shape[1:] or got.shape[0] != expected.shape[0]:
+        shape = lambda a: "[N" + "".join(f", {d}" for d in a.shape[1:]) + "]"  # noqa: E731
+        return OutputReport(name, device, 0, 0, 0.0, 0.0, problem=f"shape {shape(got)}, expected {shape(expected)}"
+                            + ("" if got.shape[0] == expected.shape[0] else f" ({got.shape[0]} rows for {expected.shape[0]})"))
     bad_rows, err_abs, err_rel = differing_rows(got, expected, atol, rtol, exact)
     first = [
-        Mismatch(int(r), X[r].tolist(), expected[r].tolist(), got[r].tolist()) for r in bad_rows[:max_report]
+        Mismatch(offset + int(r), X[r].tolist(), expected[r].tolist(), got[r].tolist()) for r in bad_rows[:max_report]
     ]
     return OutputReport(name, device, int(expected.shape[0]), int(bad_rows.size), err_abs, err_rel, first)
+
+
+def merge(a: OutputReport | None, b: OutputReport, max_report: int = 5) -> OutputReport:
+    """The report of two consecutive chunks of rows of one output on one device."""
+    if a is None:
+        return b
+    if a.problem or b.problem:  # a structural problem stands; comparing stops there
+        return a if a.problem else b
+    return OutputReport(
+        a.name, a.device, a.compared + b.compared, a.mismatches + b.mismatches,
+        max(a.max_abs_error, b.max_abs_error), max(a.max_rel_error, b.max_rel_error),
+        (a.first_mismatches + b.first_mismatches)[:max_report],
+    )
 
 
 def differing_rows(got: np.ndarray, expected: np.ndarray, atol: float, rtol: float, exact: bool) -> tuple[np.ndarray, float, float]:
@@ -622,17 +589,19 @@ def verify(
     rtol: float = DEFAULT_RTOL,
     seed: int = 0,
     max_report: int = 5,
+    progress: Callable[[int, float], None] | None = None,
 ) -> Report:
     """Compare the ONNX graph with the original model; ``Report.passed`` is the verdict.
 
-    ``data``: an array or a file path (.npy, .npz, .csv, .parquet); None synthesizes rows.
+    ``data``: an array or a file path (.npy, .npz, .csv, .parquet); None synthesizes rows. A file
+    is read, checked and let go a chunk of rows at a time (constant memory however large it is).
+    ``progress(rows_done, fraction)`` is called after each chunk.
     """
     devices = devices_for(device)
     if (atol is not None and not atol >= 0) or not rtol >= 0:  # also refuses NaN
         raise OptionError("--atol and --rtol must be numbers >= 0")
     model_name = str(model_or_path) if isinstance(model_or_path, (str, Path)) else type(model_or_path).__name__
-    model = frontends.resolve(model_or_path)
-    ens = frontends.to_ensemble(model)
+    model, ens = frontends.load_model(model_or_path)
     library = frontends.library_model(model_or_path, ens) if isinstance(model, Ensemble) else None
     if library is not None:  # a native file: the library itself is the reference
         model = library
@@ -641,15 +610,13 @@ def verify(
     notes = []
     if data is None:
         X, kinds = synthesize(ens, rows, dtype=in_dtype, seed=seed)
+        source: Rows = ArrayRows(X, "synthesized rows")
     else:
-        X = load_data(data) if isinstance(data, (str, Path)) else np.asarray(data)
-        if X.dtype.kind not in "biuf":
-            raise DataError(f"data must be numeric, got {X.dtype}")
-        if X.ndim != 2 or X.shape[1] != ens.n_features or X.shape[0] == 0:
-            raise DataError(f"data has shape {X.shape}; the model expects [N, {ens.n_features}]")
-        with np.errstate(over="ignore"):  # beyond float32 is inf, as any float32 cast makes it
-            X = X.astype(in_dtype)
-        kinds = {"data": int(X.shape[0])}
+        source = open_rows(data) if isinstance(data, (str, Path)) else ArrayRows(data)
+        if source.n_features != ens.n_features:
+            raise DataError(f"data has shape ({source.n_rows if source.n_rows is not None else 'N'}, {source.n_features}); "
+                            f"the model expects [N, {ens.n_features}]")
+        kinds = None
     meta = _metadata(onx)
     if meta.get("tree2mat.exact") == "0":
         notes.append(
@@ -659,36 +626,59 @@ def verify(
     names = {o.name for o in onx.graph.output}
     raw = meta.get("tree2mat.raw") == "1" or ("variable" in names and ens.task.value != "regression")
     if isinstance(model, Ensemble):
-        expected = evaluate.predict(ens, X, raw=raw)
         notes.append("no original library model: compared with tree2mat's reference evaluator")
-    else:
-        # Rows at +-max float32 overflow sklearn's finiteness pre-check (a sum); it then checks
-        # element by element and accepts them, so its float warnings say nothing here.
-        try:
-            with np.errstate(over="ignore", invalid="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)  # e.g. "X does not have valid feature names"
-                expected = frontends.frontend_for(model).reference_outputs(model, X, raw, ens)
-        except Exception as exc:  # the library refuses the rows (inf, NaN where unsupported, ...)
-            raise DataError(f"the model itself rejects the data: {type(exc).__name__}: {exc}") from exc
     onx_run, routing = _with_leaf_output(onx, ens)
     leaf_name = meta.get("tree2mat.leaf_tensor", "")
-    if routing:
-        leaves_ref = evaluate.apply(ens, X)
-    else:
+    if not routing:
         notes.append("the graph exposes no tree2mat leaf ids: routing checked through outputs only")
     form = FORMS.get(meta.get("tree2mat.form", ""))
     per_row = form.bytes_per_row(ens) if form else 64 * 1024
     chunk = max(1, min(65536, CHUNK_BYTES // max(per_row, 1)))
+    data_rows = max(1, min(chunk, DATA_CHUNK_BYTES // (8 * ens.n_features)))
     atol_v = default_atol(ens) if atol is None else atol
-    reports: list[OutputReport] = []
-    for dev in devices:
-        got = run_graph(onx_run, X, dev, chunk)
-        for name, exp in expected.items():
-            if name not in got:
-                reports.append(OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph"))
-                continue
-            exact = name == "label"
-            reports.append(compare(name, dev, got[name], np.asarray(exp), X, atol_v, rtol, exact, max_report))
-        if routing:
-            reports.append(compare("routing", dev, got[leaf_name].T, leaves_ref, X, 0, 0, True, max_report))
-    return Report(model_name, onnx_name, int(X.shape[0]), kinds, devices, atol_v, rtol, reports, notes)
+    runners = [GraphRunner(onx_run, dev) for dev in devices]
+    reports: dict[tuple[str, str], OutputReport] = {}
+    done = 0
+    for X in read_chunks(source, data_rows):
+        X = _data_rows(X, in_dtype) if data is not None else X
+        expected = _expected(model, ens, X, raw)
+        leaves_ref = evaluate.apply(ens, X) if routing else None
+        for runner in runners:
+            dev = runner.device
+            got = runner.run(X, chunk)
+            for name, exp in expected.items():
+                if name not in got:
+                    reports[dev, name] = OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph")
+                    continue
+                rep = compare(name, dev, got[name], np.asarray(exp), X, atol_v, rtol, name == "label", max_report, done)
+                reports[dev, name] = merge(reports.get((dev, name)), rep, max_report)
+            if leaves_ref is not None:
+                rep = compare("routing", dev, got[leaf_name].T, leaves_ref, X, 0, 0, True, max_report, done)
+                reports[dev, "routing"] = merge(reports.get((dev, "routing")), rep, max_report)
+        done += X.shape[0]
+        if progress is not None:
+            progress(done, source.fraction_read)
+    return Report(model_name, onnx_name, done, kinds or {"data": done}, devices, atol_v, rtol, list(reports.values()), notes)
+
+
+def _data_rows(X: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Rows of the user's data as the graph takes them (beyond float32 is inf, as any cast makes it)."""
+    if X.dtype.kind not in "biuf":
+        raise DataError(f"data must be numeric, got {X.dtype}")
+    with np.errstate(over="ignore"):
+        return np.ascontiguousarray(X, dtype)
+
+
+def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool) -> dict[str, np.ndarray]:
+    """The outputs the graph must reproduce on ``X``: the library's own, or the reference
+    evaluator's when there is no library model."""
+    if isinstance(model, Ensemble):
+        return evaluate.predict(ens, X, raw=raw)
+    # Rows at +-max float32 overflow sklearn's finiteness pre-check (a sum); it then checks
+    # element by element and accepts them, so its float warnings say nothing here.
+    try:
+        with np.errstate(over="ignore", invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # e.g. "X does not have valid feature names"
+            return frontends.frontend_for(model).reference_outputs(model, X, raw, ens)
+    except Exception as exc:  # the library refuses the rows (inf, NaN where unsupported, ...)
+        raise DataError(f"the model itself rejects the data: {type(exc).__name__}: {exc}") from exc

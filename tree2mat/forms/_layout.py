@@ -210,9 +210,14 @@ def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions, dtype: np
     input to float32 before comparing; so does the graph), or to ``dtype`` if given."""
     cmp = compare_dtype(ens.source_dtype, opts.dtype) if dtype is None else np.dtype(dtype)
     x = "input" if cmp == np.dtype(opts.dtype) else g.op("Cast", ["input"], "x_cmp", to=1 if cmp == FLOAT32 else 11)
-    if not np.isnan(ens.missing_value):
-        # A value the library treats as missing (XGBoost's `missing`) becomes NaN.
-        missing = g.op("Equal", [x, g.const(cmp.type(ens.missing_value), "missing_value")], "is_missing")
+    src_missing = np.float64(np.dtype(ens.source_dtype).type(ens.missing_value))
+    with np.errstate(over="ignore"):
+        exact = np.float64(cmp.type(src_missing)) == src_missing
+    if not np.isnan(ens.missing_value) and exact:
+        # A value the library treats as missing (XGBoost's `missing`) becomes NaN. (One that the
+        # compared dtype cannot hold, e.g. 1e-200 for a float64 model fed float32 rows, is
+        # equal to no input the library sees: nothing to replace.)
+        missing = g.op("Equal", [x, g.const(cmp.type(src_missing), "missing_value")], "is_missing")
         x = g.op("Where", [missing, g.const(cmp.type(np.nan), "nan_value"), x], "x_missing")
     if ens.zero_band:
         # |x| <= band becomes 0 (LightGBM); the band is rounded down to cmp exactly as thresholds.

@@ -68,17 +68,47 @@ def tree_levels(ens: Ensemble) -> int:
     return int(np.maximum(ens.tree_depths(), 1).sum())
 
 
+def estimate(form: str, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY) -> Estimate:
+    """``form``'s estimated time per row and memory (constants + BUDGET_ROWS rows), and whether
+    it fits ``max_memory``."""
+    from tree2mat.forms import FORMS
+
+    spec = FORMS[form]
+    constants = spec.constant_bytes(ens)
+    memory = constants + spec.bytes_per_row(ens) * BUDGET_ROWS
+    fits = memory <= max_memory and constants <= _layout.constant_limit(form)
+    us = estimated_us_per_row(form, ens) if form in DENSE_PER_NODE_US or form == "traverse" else float("nan")
+    return Estimate(form, us, memory, fits)
+
+
+def check_budget(form: str, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY) -> None:
+    """Refuse an explicitly asked form whose graph would need more than ``max_memory`` for
+    BUDGET_ROWS rows, before it is built; the message names an exact form that fits, if any."""
+    from tree2mat.forms import FORMS
+
+    mine = estimate(form, ens, max_memory)
+    if mine.memory_bytes <= max_memory:
+        return
+    try:
+        alternative = choose(ens, max_memory) if FORMS[form].exact else None
+    except UnsupportedModelError:
+        alternative = None
+    fix = (
+        f"--form {alternative.form} fits (about {_gib(next(e.memory_bytes for e in alternative.estimates if e.form == alternative.form))}; "
+        "--form auto picks it), or raise --max-memory"
+        if alternative is not None else "no exact form fits; raise --max-memory, or train with fewer trees or leaves"
+    )
+    raise UnsupportedModelError(
+        f"--form {form} needs about {_gib(mine.memory_bytes)} (constants and intermediates for {BUDGET_ROWS} rows), "
+        f"over --max-memory {_gib(max_memory)}: {fix}"
+    )
+
+
 def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY) -> Choice:
     """The exact form auto picks for ``ens`` within ``max_memory`` bytes, and why."""
     from tree2mat.forms import FORMS
 
-    estimates = []
-    for name in ("bitvector", "sign", "traverse"):
-        spec = FORMS[name]
-        constants = spec.constant_bytes(ens)
-        memory = constants + spec.bytes_per_row(ens) * BUDGET_ROWS
-        fits = memory <= max_memory and constants <= _layout.constant_limit(name)
-        estimates.append(Estimate(name, estimated_us_per_row(name, ens), memory, fits))
+    estimates = [estimate(name, ens, max_memory) for name in ("bitvector", "sign", "traverse")]
     fitting = [e for e in estimates if e.fits]
     if not fitting:
         least = min(estimates, key=lambda e: e.memory_bytes)

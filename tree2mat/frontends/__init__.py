@@ -111,6 +111,20 @@ def resolve(model_or_path: Any) -> Any:
     return model_or_path
 
 
+def load_model(model_or_path: Any) -> tuple[Any, Ensemble]:
+    """The model object (see :func:`resolve`) and its validated IR; an error about a file's
+    content names the file."""
+    if not isinstance(model_or_path, (str, Path)):
+        return model_or_path, to_ensemble(model_or_path)
+    try:
+        model = resolve(model_or_path)
+        return model, to_ensemble(model)
+    except Tree2MatError as exc:
+        if str(model_or_path) in str(exc):
+            raise
+        raise type(exc)(f"{model_or_path}: {exc}") from exc
+
+
 def to_ensemble(model: Any) -> Ensemble:
     """The validated IR of a model object (an ``Ensemble`` passes through)."""
     if isinstance(model, Ensemble):

@@ -1,12 +1,21 @@
-"""Reading model files. Pickles run code: load only files you trust (``.skops`` does not)."""
+"""Reading model files. Pickles run code: load only files you trust (``.skops`` does not).
+
+Safe mode (:func:`safe_loading`, the CLI's ``--safe``, or ``TREE2MAT_SAFE=1`` in the
+environment) refuses pickles outright and reads only formats that cannot run code: XGBoost
+``.json``/``.ubj``, LightGBM model text, tree2mat IR ``.json`` (all parsed by tree2mat itself) and
+``.skops`` (scikit-learn and numpy types only)."""
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from tree2mat.errors import ModelFileError, UnsupportedModelError
+from tree2mat.errors import ModelFileError, OptionError, UnsupportedModelError
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
 SUFFIXES = PICKLE_SUFFIXES + (".skops", ".json", ".txt", ".ubj")
@@ -15,6 +24,35 @@ SUFFIXES = PICKLE_SUFFIXES + (".skops", ".json", ".txt", ".ubj")
 #: (HistGradientBoosting keeps one around ``check_array``); anything else is refused by name.
 SKOPS_TRUSTED_PREFIXES = ("sklearn.", "numpy.")
 SKOPS_TRUSTED_NAMES = ("functools.partial",)
+
+
+#: The environment variable that turns safe mode on for every call in the process (1 or 0).
+SAFE_ENV = "TREE2MAT_SAFE"
+_SAFE: ContextVar[bool | None] = ContextVar("tree2mat_safe", default=None)
+
+
+@contextmanager
+def safe_loading(on: bool = True) -> Iterator[None]:
+    """Within the block, model files are loaded in safe mode (``on``) or not, whatever
+    ``TREE2MAT_SAFE`` says."""
+    token = _SAFE.set(on)
+    try:
+        yield
+    finally:
+        _SAFE.reset(token)
+
+
+def safe_mode() -> bool:
+    """Whether pickles are refused: :func:`safe_loading`'s setting, else ``TREE2MAT_SAFE``."""
+    on = _SAFE.get()
+    if on is not None:
+        return on
+    raw = os.environ.get(SAFE_ENV, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise OptionError(f"{SAFE_ENV}={raw!r}: set it to 1 (refuse pickles) or 0")
 
 
 def _check_file(path: Path) -> None:
@@ -30,6 +68,12 @@ def load_file(path: str | Path) -> Any:
     _check_file(path)
     suffix = path.suffix.lower()
     if suffix in PICKLE_SUFFIXES:
+        if safe_mode():
+            raise ModelFileError(
+                f"{path}: safe mode refuses pickle files (loading one can run any code); save the model "
+                "as .skops, an XGBoost .json/.ubj or a LightGBM model .txt, or leave out --safe / "
+                f"{SAFE_ENV} for files you trust"
+            )
         return _load_pickle(path)
     if suffix == ".skops":
         return _load_skops(path)

@@ -83,14 +83,40 @@ def _field(obj: Any, key: str, where: str) -> Any:
     return obj[key]
 
 
+def _float32s(value: Any, key: str, where: str) -> np.ndarray:
+    """An array of float32 numbers from the document; one beyond float32's range (XGBoost
+    writes float32 numbers: only a damaged file has one) is an error, not inf."""
+    try:
+        wide = np.asarray(value, np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ModelFileError(f"{where}: ill-formed XGBoost model: {key}: {exc}") from exc
+    with np.errstate(over="ignore"):
+        out = wide.astype(F32)
+    if np.any(np.isinf(out) & ~np.isinf(wide)):
+        raise ModelFileError(f"{where}: ill-formed XGBoost model: {key} holds a number beyond float32's range")
+    return out
+
+
+def _int64s(value: Any, key: str, where: str) -> np.ndarray:
+    """An array of integers from the document; a fraction or a string is an error, not cut."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iub" or arr.dtype == object:
+        raise ModelFileError(f"{where}: ill-formed XGBoost model: {key} must hold integers")
+    try:
+        return arr.astype(np.int64)
+    except OverflowError as exc:
+        raise ModelFileError(f"{where}: ill-formed XGBoost model: {key}: {exc}") from exc
+
+
 def _floats(text: Any, where: str) -> np.ndarray:
     """``"5E-1"`` or ``"[5E-1,2E0]"`` (how XGBoost writes base_score) as float32."""
     if not isinstance(text, str):
         raise ModelFileError(f"{where}: ill-formed XGBoost model: base_score must be a string")
     try:
-        return np.asarray([float(v) for v in text.strip("[]").split(",") if v.strip()], F32)
+        values = [float(v) for v in text.strip("[]").split(",") if v.strip()]
     except ValueError as exc:
         raise ModelFileError(f"{where}: ill-formed XGBoost model: base_score {text!r}") from exc
+    return _float32s(values, "base_score", where)
 
 
 def _margin_base(base: np.ndarray, how: str) -> np.ndarray:
@@ -115,12 +141,12 @@ def _margin_base(base: np.ndarray, how: str) -> np.ndarray:
 
 def _tree(doc: Any, weight: float | None, where: str) -> Tree:
     try:
-        left = np.asarray(_field(doc, "left_children", where), np.int64)
-        right = np.asarray(_field(doc, "right_children", where), np.int64)
-        feature = np.asarray(_field(doc, "split_indices", where), np.int64)
-        cond = np.asarray(_field(doc, "split_conditions", where), F32)
-        default_left = np.asarray(_field(doc, "default_left", where), np.int64).astype(bool)
-        split_type = np.asarray(doc.get("split_type", [0] * left.size), np.int64)
+        left = _int64s(_field(doc, "left_children", where), "left_children", where)
+        right = _int64s(_field(doc, "right_children", where), "right_children", where)
+        feature = _int64s(_field(doc, "split_indices", where), "split_indices", where)
+        cond = _float32s(_field(doc, "split_conditions", where), "split_conditions", where)
+        default_left = _int64s(_field(doc, "default_left", where), "default_left", where).astype(bool)
+        split_type = _int64s(doc.get("split_type", [0] * left.size), "split_type", where)
         leaf_size = int(_field(_field(doc, "tree_param", where), "size_leaf_vector", where))
     except (TypeError, ValueError, OverflowError) as exc:
         raise ModelFileError(f"{where}: ill-formed XGBoost model: {exc}") from exc
@@ -147,10 +173,10 @@ def _categories(doc: Any, split_type: np.ndarray, is_leaf: np.ndarray, where: st
     if np.any((split_type != 0) & (split_type != 1)):
         raise ModelFileError(f"{where}: ill-formed XGBoost model: split_type must be 0 or 1")
     try:
-        cats = np.asarray(_field(doc, "categories", where), np.int64)
-        nodes = np.asarray(_field(doc, "categories_nodes", where), np.int64)
-        starts = np.asarray(_field(doc, "categories_segments", where), np.int64)
-        sizes = np.asarray(_field(doc, "categories_sizes", where), np.int64)
+        cats = _int64s(_field(doc, "categories", where), "categories", where)
+        nodes = _int64s(_field(doc, "categories_nodes", where), "categories_nodes", where)
+        starts = _int64s(_field(doc, "categories_segments", where), "categories_segments", where)
+        sizes = _int64s(_field(doc, "categories_sizes", where), "categories_sizes", where)
     except (TypeError, ValueError, OverflowError) as exc:
         raise ModelFileError(f"{where}: ill-formed XGBoost model: categories: {exc}") from exc
     expected = set(np.flatnonzero((split_type == 1) & ~is_leaf).tolist())
@@ -173,7 +199,7 @@ def _leaf_vectors(doc: Any, is_leaf: np.ndarray, right: np.ndarray, k: int, wher
     row ``right_children[leaf]``; 2.x in ``base_weights``, row = node id."""
     key = "leaf_weights" if "leaf_weights" in doc else "base_weights"
     try:
-        table = np.asarray(_field(doc, key, where), F32)
+        table = _float32s(_field(doc, key, where), key, where)
     except (TypeError, ValueError, OverflowError) as exc:
         raise ModelFileError(f"{where}: ill-formed XGBoost model: {key}: {exc}") from exc
     rows = np.where(is_leaf, right, 0) if key == "leaf_weights" else np.arange(is_leaf.size)
@@ -208,7 +234,7 @@ def from_document(
         n_features = int(_field(params, "num_feature", name))
         num_class = int(params.get("num_class", "0"))
         num_target = int(params.get("num_target", "1"))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ModelFileError(f"{name}: ill-formed XGBoost model: {exc}") from exc
     if num_class > 1 and num_target > 1:
         raise UnsupportedModelError(f"{name}: XGBoost models with {num_class} classes and {num_target} targets are not supported")
@@ -226,7 +252,7 @@ def from_document(
     else:
         raise UnsupportedModelError(f"{name}: XGBoost booster {kind!r} is not supported (trees only)")
     trees_doc = _field(model, "trees", name)
-    tree_info = np.asarray(_field(model, "tree_info", name), np.int64)
+    tree_info = _int64s(_field(model, "tree_info", name), "tree_info", name)
     if not isinstance(trees_doc, list) or len(trees_doc) != tree_info.size or not trees_doc:
         raise ModelFileError(f"{name}: ill-formed XGBoost model: trees and tree_info differ, or no trees")
     limit = len(trees_doc) if iteration_limit is None else _round_trees(model, iteration_limit, name)

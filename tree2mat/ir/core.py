@@ -82,6 +82,8 @@ def category_codes(x: np.ndarray, rule: CategoryCodes) -> np.ndarray:
 
 #: Widest input accepted (synthesizing verification rows needs rows x features of memory).
 MAX_FEATURES = 1_000_000
+#: Most margin columns an ensemble may have (classes, targets).
+MAX_OUTPUTS = 1_000_000
 
 
 def leaf_ref(j: int | np.ndarray) -> int | np.ndarray:
@@ -403,6 +405,8 @@ class Ensemble:
             raise InvalidTreeError("the ensemble has no trees")
         if not 1 <= self.n_features <= MAX_FEATURES:
             raise InvalidTreeError(f"n_features must be between 1 and {MAX_FEATURES}, got {self.n_features}")
+        if not 1 <= self.n_outputs <= MAX_OUTPUTS:
+            raise InvalidTreeError(f"n_outputs must be between 1 and {MAX_OUTPUTS}, got {self.n_outputs}")
         if self.feature_names is not None and len(self.feature_names) != self.n_features:
             raise InvalidTreeError(f"{len(self.feature_names)} feature names for {self.n_features} features")
         if any(not 0 <= f < self.n_features for f in self.finite_features):

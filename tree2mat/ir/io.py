@@ -13,6 +13,7 @@ import numpy as np
 
 from tree2mat.errors import ModelFileError
 from tree2mat.ir.core import (
+    MAX_OUTPUTS,
     Aggregation,
     CategoryCodes,
     Comparison,
@@ -142,6 +143,8 @@ def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemb
             raise ValueError("trees must be a list")
         trees = tuple(_tree_from_dict(t, f"trees[{i}]") for i, t in enumerate(doc["trees"]))
         n_outputs = _int(doc.get("n_outputs", 1), "n_outputs")
+        if not 1 <= n_outputs <= MAX_OUTPUTS:
+            raise ValueError(f"n_outputs must be between 1 and {MAX_OUTPUTS}, got {n_outputs}")
         names = doc.get("feature_names")
         if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
             raise ValueError("feature_names must be a list of strings")
@@ -168,7 +171,7 @@ def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemb
             comparison=Comparison(doc.get("comparison", "<=")),
             source_dtype=np.dtype(dtype),
             aggregation=Aggregation(doc.get("aggregation", "sum")),
-            base_score=_array(doc.get("base_score", [0.0] * n_outputs), "base_score", "f", 1),
+            base_score=_array(doc["base_score"] if "base_score" in doc else [0.0] * n_outputs, "base_score", "f", 1),
             link=Link(doc.get("link", "identity")),
             task=Task(doc.get("task", "regression")),
             classes=_classes(doc.get("classes", [])),

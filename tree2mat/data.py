@@ -1,0 +1,298 @@
+"""Rows to check or time: a whole array, or a file read a chunk of rows at a time.
+
+:func:`open_rows` opens ``.npy``, ``.npz``, ``.csv`` or ``.parquet`` and reads only the header;
+:meth:`Rows.chunks` then yields 2-D arrays of at most ``rows`` rows each, so a file of many GB
+is checked in constant memory (``verify --data``). Files are read with plain reads, not memory
+maps: pages of a mapped file count in the process's resident memory.
+
+- ``.npy``: row-major files a chunk of rows at a time; column-major (``fortran_order``, what
+  ``np.save`` writes for a transposed or many pandas arrays) a chunk of each column at a time.
+- ``.npz``: the array named ``X``, or the only array; streamed out of the zip member (compressed
+  or not); a column-major one is read whole.
+- ``.csv``: comma-separated numbers, an optional header line, empty cells are missing values.
+- ``.parquet``: numeric columns, in batches of rows (pyarrow, the ``data`` extra).
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from tree2mat.errors import DataError
+
+DATA_SUFFIXES = (".npy", ".npz", ".csv", ".parquet")
+#: Largest .npy header read (numpy's own default limit).
+MAX_HEADER_BYTES = 10_000
+
+
+class Rows:
+    """A source of rows [N, F]. ``n_rows`` is None until known (a .csv, before its end);
+    ``fraction_read`` says how far :meth:`chunks` has got (0 to 1, by bytes for a .csv)."""
+
+    name: str
+    n_features: int
+    n_rows: int | None
+    dtype: np.dtype
+
+    def chunks(self, rows: int) -> Iterator[np.ndarray]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    @property
+    def fraction_read(self) -> float:
+        return 0.0
+
+
+class ArrayRows(Rows):
+    """Rows already in memory."""
+
+    def __init__(self, X: Any, name: str = "data") -> None:
+        X = np.asarray(X)
+        _check_array_shape(X.shape, X.dtype, name)
+        self.X, self.name = X, name
+        self.n_rows, self.n_features, self.dtype = int(X.shape[0]), int(X.shape[1]), X.dtype
+        self._done = 0
+
+    def chunks(self, rows: int) -> Iterator[np.ndarray]:
+        for start in range(0, self.X.shape[0], rows):
+            self._done = min(start + rows, self.X.shape[0])
+            yield self.X[start:start + rows]
+
+    @property
+    def fraction_read(self) -> float:
+        return self._done / max(self.X.shape[0], 1)
+
+
+def open_rows(path: str | Path) -> Rows:
+    """The rows of a data file (only its header is read here)."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such file")
+    if not path.is_file():
+        raise DataError(f"{path}: not a regular file")
+    suffix = path.suffix.lower()
+    kinds = {".npy": _NpyRows, ".npz": _NpzRows, ".csv": _CsvRows, ".parquet": _ParquetRows}
+    if suffix not in kinds:
+        raise DataError(f"{path}: unknown data file type {suffix!r}; supported: {', '.join(DATA_SUFFIXES)}")
+    try:
+        return kinds[suffix](path)
+    except DataError:
+        raise
+    except Exception as exc:  # numpy, zipfile and pyarrow raise many types on broken files
+        raise DataError(f"{path}: cannot read data: {type(exc).__name__}: {exc}") from exc
+
+
+def load_data(path: str | Path) -> np.ndarray:
+    """A whole data file as one 2-D array (for data that fits in memory, e.g. ``bench``)."""
+    rows = open_rows(path)
+    return np.concatenate(list(read_chunks(rows, 1 << 16)), axis=0)
+
+
+def read_chunks(rows: Rows, n: int) -> Iterator[np.ndarray]:
+    """``rows.chunks(n)``, with a file's read errors as :class:`DataError`, and a file with no
+    rows refused."""
+    seen = 0
+    try:
+        for chunk in rows.chunks(n):
+            seen += chunk.shape[0]
+            yield chunk
+    except DataError:
+        raise
+    except Exception as exc:
+        raise DataError(f"{rows.name}: cannot read data: {type(exc).__name__}: {exc}") from exc
+    if seen == 0:
+        raise DataError(f"{rows.name}: data must be a non-empty 2-D array [rows, features], got no rows")
+
+
+def _check_array_shape(shape: tuple, dtype: np.dtype, name: str) -> None:
+    if len(shape) != 2 or shape[0] == 0:
+        raise DataError(f"{name}: data must be a non-empty 2-D array [rows, features], got shape {tuple(shape)}")
+    if dtype.kind not in "biuf" or dtype.hasobject or dtype.fields is not None:
+        raise DataError(f"{name}: data must be numeric, got {dtype}")
+
+
+# ----------------------------------------------------------------------------------- .npy/.npz
+
+
+def _npy_header(fh: IO[bytes], name: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """Shape, column-major flag and dtype of the .npy stream ``fh``, left at its data."""
+    fmt = np.lib.format
+    version = fmt.read_magic(fh)
+    readers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+    if version not in readers:
+        raise DataError(f"{name}: .npy format version {version[0]}.{version[1]} is not supported (1.0 or 2.0)")
+    shape, fortran, dtype = readers[version](fh, max_header_size=MAX_HEADER_BYTES)
+    _check_array_shape(shape, np.dtype(dtype), name)
+    return tuple(int(s) for s in shape), bool(fortran), np.dtype(dtype)
+
+
+def _read_exact(fh: IO[bytes], n: int, name: str) -> bytes:
+    data = fh.read(n)
+    if len(data) != n:
+        raise DataError(f"{name}: the file is truncated (its header promises more rows than it holds)")
+    return data
+
+
+class _NpyRows(Rows):
+    def __init__(self, path: Path) -> None:
+        self.name = str(path)
+        self.path = path
+        with path.open("rb") as fh:
+            (n, f), self.fortran, self.dtype = _npy_header(fh, self.name)
+            self.offset = fh.tell()
+        self.n_rows, self.n_features = n, f
+        need = self.offset + n * f * self.dtype.itemsize
+        if path.stat().st_size < need:
+            raise DataError(
+                f"{path}: the file is truncated: its header says {n} x {f} {self.dtype} "
+                f"({need} bytes with the header), the file has {path.stat().st_size}"
+            )
+        self._done = 0
+
+    def chunks(self, rows: int) -> Iterator[np.ndarray]:
+        n, f, item = self.n_rows or 0, self.n_features, self.dtype.itemsize
+        with self.path.open("rb") as fh:
+            fh.seek(self.offset)
+            for start in range(0, n, rows):
+                k = min(rows, n - start)
+                if self.fortran:  # column j's rows start:start+k, one read each
+                    out = np.empty((k, f), self.dtype)
+                    for j in range(f):
+                        fh.seek(self.offset + (j * n + start) * item)
+                        out[:, j] = np.frombuffer(_read_exact(fh, k * item, self.name), self.dtype)
+                else:
+                    out = np.frombuffer(_read_exact(fh, k * f * item, self.name), self.dtype).reshape(k, f)
+                self._done = start + k
+                yield out
+
+    @property
+    def fraction_read(self) -> float:
+        return self._done / max(self.n_rows or 1, 1)
+
+
+class _NpzRows(Rows):
+    def __init__(self, path: Path) -> None:
+        self.name, self.path = str(path), path
+        with zipfile.ZipFile(path) as z:
+            members = [m for m in z.namelist() if m.endswith(".npy")]
+            keys = [m[:-4] for m in members]
+            if "X" not in keys and len(keys) != 1:
+                raise DataError(f"{path}: .npz needs an array named 'X' or exactly one array; has {keys}")
+            self.member = "X.npy" if "X" in keys else members[0]
+            with z.open(self.member) as fh:
+                (self.n_rows, self.n_features), self.fortran, self.dtype = _npy_header(fh, self.name)
+        self._done = 0
+
+    def chunks(self, rows: int) -> Iterator[np.ndarray]:
+        n, f, item = self.n_rows or 0, self.n_features, self.dtype.itemsize
+        with zipfile.ZipFile(self.path) as z, z.open(self.member) as fh:
+            _npy_header(fh, self.name)
+            if self.fortran:  # a zip member cannot be read column by column: whole
+                whole = np.frombuffer(_read_exact(fh, n * f * item, self.name), self.dtype).reshape((n, f), order="F")
+                for start in range(0, n, rows):
+                    self._done = min(start + rows, n)
+                    yield whole[start:start + rows]
+                return
+            for start in range(0, n, rows):
+                k = min(rows, n - start)
+                self._done = start + k
+                yield np.frombuffer(_read_exact(fh, k * f * item, self.name), self.dtype).reshape(k, f)
+
+    @property
+    def fraction_read(self) -> float:
+        return self._done / max(self.n_rows or 1, 1)
+
+
+# ----------------------------------------------------------------------------------------- .csv
+
+
+class _CsvRows(Rows):
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, path: Path) -> None:
+        self.name, self.path = str(path), path
+        self.size = max(path.stat().st_size, 1)
+        with path.open("rb") as fh:
+            first = fh.readline().decode("utf-8")
+        if not first.strip():
+            raise DataError(f"{path}: data must be a non-empty 2-D array [rows, features], got an empty file")
+        try:
+            [float(tok) for tok in first.strip().split(",")]
+            self.header = False
+        except ValueError:
+            self.header = True
+        self.n_features = len(first.split(","))
+        self.n_rows = None
+        self._read = 0
+
+    def chunks(self, rows: int) -> Iterator[np.ndarray]:
+        def cell(text: str) -> float:
+            return float(text.strip() or "nan")  # an empty cell is a missing value
+
+        seen = 0
+        with self.path.open("rb") as fh:
+            if self.header:
+                self._read += len(fh.readline())
+            while True:
+                raw = list(itertools.islice(fh, rows))
+                if not raw:
+                    break
+                self._read += sum(len(line) for line in raw)
+                lines = [line.decode("utf-8") for line in raw]
+                lines = [line for line in lines if line.strip()]
+                if not lines:
+                    continue
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    X = np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2, converters=cell)
+                if X.shape[1] != self.n_features:
+                    raise DataError(
+                        f"{self.name}: row {seen + 1} onwards has {X.shape[1]} columns, the first line {self.n_features}"
+                    )
+                seen += X.shape[0]
+                yield X
+        self.n_rows = seen
+
+    @property
+    def fraction_read(self) -> float:
+        return min(self._read / self.size, 1.0)
+
+
+# ------------------------------------------------------------------------------------- .parquet
+
+
+class _ParquetRows(Rows):
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, path: Path) -> None:
+        self.name, self.path = str(path), path
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as exc:
+            raise DataError(f"{path}: reading parquet needs pandas and pyarrow (pip install 'tree2mat[data]')") from exc
+        self.file = pq.ParquetFile(path)
+        schema = self.file.schema_arrow
+        import pyarrow.types as pt
+
+        bad = [f.name for f in schema if not (pt.is_integer(f.type) or pt.is_floating(f.type) or pt.is_boolean(f.type))]
+        if bad:
+            raise DataError(f"{path}: non-numeric columns {bad[:5]}")
+        self.n_rows, self.n_features = int(self.file.metadata.num_rows), len(schema)
+        if self.n_rows == 0 or self.n_features == 0:
+            raise DataError(f"{path}: data must be a non-empty 2-D array [rows, features], got shape ({self.n_rows}, {self.n_features})")
+        self._done = 0
+
+    def chunks(self, rows: int) -> Iterator[np.ndarray]:
+        for batch in self.file.iter_batches(batch_size=rows):
+            X = batch.to_pandas().to_numpy(dtype=np.float64, na_value=np.nan)  # nulls: missing values
+            self._done += batch.num_rows
+            yield X
+
+    @property
+    def fraction_read(self) -> float:
+        return self._done / max(self.n_rows or 1, 1)
