@@ -190,3 +190,21 @@ def test_progress_lines_off_a_terminal(wrong_pair, monkeypatch, capsys):
     assert 9 <= len(lines) <= 11 and lines[-1] == "verify: 257 rows (100% of the data read)", lines
     main(["verify", str(d / "b.joblib"), str(d / "a.onnx"), "--data", str(d / "x.npy"), "--no-progress"])
     assert "verify:" not in capsys.readouterr().err
+
+
+def test_chunks_are_writable_arrays_of_their_own(tmp_path):
+    """Libraries may write into their input: chunks are writable arrays, not views of bytes."""
+    for name in ("c.npy", "f.npy", "z.npz", "one.npz"):
+        for chunk in open_rows(_write(tmp_path / name, X)).chunks(100):
+            assert chunk.flags.writeable
+
+
+def test_a_csv_without_line_breaks_is_not_read_whole(tmp_path, monkeypatch):
+    import tree2mat.data as data
+
+    monkeypatch.setattr(data, "MAX_CSV_LINE", 1000)
+    (tmp_path / "long.csv").write_text(",".join(["1"] * 600) + "\n")
+    with pytest.raises(DataError, match="a line is longer than"):
+        list(read_chunks(open_rows(tmp_path / "long.csv"), 10))
+    (tmp_path / "ok.csv").write_text("1,2\n3,4\n")
+    assert load_data(tmp_path / "ok.csv").tolist() == [[1, 2], [3, 4]]

@@ -27,6 +27,8 @@ import numpy as np
 from tree2mat.errors import DataError
 
 DATA_SUFFIXES = (".npy", ".npz", ".csv", ".parquet")
+#: Longest .csv line read (a file without line breaks is not read whole into memory).
+MAX_CSV_LINE = 64 * 2**20
 #: Largest .npy header read (numpy's own default limit).
 MAX_HEADER_BYTES = 10_000
 
@@ -131,11 +133,17 @@ def _npy_header(fh: IO[bytes], name: str) -> tuple[tuple[int, ...], bool, np.dty
     return tuple(int(s) for s in shape), bool(fortran), np.dtype(dtype)
 
 
-def _read_exact(fh: IO[bytes], n: int, name: str) -> bytes:
-    data = fh.read(n)
-    if len(data) != n:
-        raise DataError(f"{name}: the file is truncated (its header promises more rows than it holds)")
-    return data
+def _read_rows(fh: IO[bytes], shape: tuple[int, ...], dtype: np.dtype, name: str, order: str = "C") -> np.ndarray:
+    """The next ``shape`` array of ``dtype`` from ``fh`` (read straight into a writable array)."""
+    out = np.empty(shape, dtype, order=order)
+    view = memoryview(out.reshape(-1, order="A")).cast("B")
+    got = 0
+    while got < view.nbytes:  # (a zip member's readinto may return less than asked)
+        n = fh.readinto(view[got:])
+        if not n:
+            raise DataError(f"{name}: the file is truncated (its header promises more rows than it holds)")
+        got += n
+    return out
 
 
 class _NpyRows(Rows):
@@ -164,9 +172,9 @@ class _NpyRows(Rows):
                     out = np.empty((k, f), self.dtype)
                     for j in range(f):
                         fh.seek(self.offset + (j * n + start) * item)
-                        out[:, j] = np.frombuffer(_read_exact(fh, k * item, self.name), self.dtype)
+                        out[:, j] = _read_rows(fh, (k,), self.dtype, self.name)
                 else:
-                    out = np.frombuffer(_read_exact(fh, k * f * item, self.name), self.dtype).reshape(k, f)
+                    out = _read_rows(fh, (k, f), self.dtype, self.name)
                 self._done = start + k
                 yield out
 
@@ -189,11 +197,11 @@ class _NpzRows(Rows):
         self._done = 0
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
-        n, f, item = self.n_rows or 0, self.n_features, self.dtype.itemsize
+        n, f = self.n_rows or 0, self.n_features
         with zipfile.ZipFile(self.path) as z, z.open(self.member) as fh:
             _npy_header(fh, self.name)
             if self.fortran:  # a zip member cannot be read column by column: whole
-                whole = np.frombuffer(_read_exact(fh, n * f * item, self.name), self.dtype).reshape((n, f), order="F")
+                whole = _read_rows(fh, (n, f), self.dtype, self.name, order="F")
                 for start in range(0, n, rows):
                     self._done = min(start + rows, n)
                     yield whole[start:start + rows]
@@ -201,7 +209,7 @@ class _NpzRows(Rows):
             for start in range(0, n, rows):
                 k = min(rows, n - start)
                 self._done = start + k
-                yield np.frombuffer(_read_exact(fh, k * f * item, self.name), self.dtype).reshape(k, f)
+                yield _read_rows(fh, (k, f), self.dtype, self.name)
 
     @property
     def fraction_read(self) -> float:
@@ -218,7 +226,7 @@ class _CsvRows(Rows):
         self.name, self.path = str(path), path
         self.size = max(path.stat().st_size, 1)
         with path.open("rb") as fh:
-            first = fh.readline().decode("utf-8")
+            first = _csv_line(fh, self.name).decode("utf-8")
         if not first.strip():
             raise DataError(f"{path}: data must be a non-empty 2-D array [rows, features], got an empty file")
         try:
@@ -237,9 +245,9 @@ class _CsvRows(Rows):
         seen = 0
         with self.path.open("rb") as fh:
             if self.header:
-                self._read += len(fh.readline())
+                self._read += len(_csv_line(fh, self.name))
             while True:
-                raw = list(itertools.islice(fh, rows))
+                raw = list(itertools.takewhile(bool, (_csv_line(fh, self.name) for _ in range(rows))))
                 if not raw:
                     break
                 self._read += sum(len(line) for line in raw)
@@ -261,6 +269,14 @@ class _CsvRows(Rows):
     @property
     def fraction_read(self) -> float:
         return min(self._read / self.size, 1.0)
+
+
+def _csv_line(fh: IO[bytes], name: str) -> bytes:
+    """The next line (b"" at the end); one over MAX_CSV_LINE bytes is an error."""
+    line = fh.readline(MAX_CSV_LINE + 1)
+    if len(line) > MAX_CSV_LINE:
+        raise DataError(f"{name}: a line is longer than {MAX_CSV_LINE // 2**20} MiB")
+    return line
 
 
 # ------------------------------------------------------------------------------------- .parquet

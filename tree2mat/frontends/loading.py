@@ -167,11 +167,20 @@ def _load_json(path: Path) -> Any:
     return _load_xgboost(path, doc)
 
 
+#: What a parser may raise on a document of the wrong shape that no check of its own caught: read
+#: as a malformed file, never as tree2mat's own failure (make fuzz hunts these down one by one).
+MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError)
+
+
 def _load_xgboost(path: Path, doc: dict | None = None) -> Any:
     """An XGBoost model file (UBJSON, or JSON already read as ``doc``), read without xgboost."""
     from tree2mat.frontends.xgboost import from_document
 
-    return from_document(xgboost_document(path) if doc is None else doc, str(path))
+    doc = xgboost_document(path) if doc is None else doc
+    try:
+        return from_document(doc, str(path))
+    except MALFORMED as exc:
+        raise ModelFileError(f"{path}: ill-formed XGBoost model: {type(exc).__name__}: {exc}") from exc
 
 
 def _load_lightgbm_text(path: Path) -> Any:
@@ -181,4 +190,7 @@ def _load_lightgbm_text(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ModelFileError(f"{path}: not a readable LightGBM model text: {exc}") from exc
-    return from_text(text, str(path))
+    try:
+        return from_text(text, str(path))
+    except MALFORMED as exc:
+        raise ModelFileError(f"{path}: ill-formed LightGBM model text: {type(exc).__name__}: {exc}") from exc

@@ -224,6 +224,8 @@ def from_document(
     """
     learner = _field(doc, "learner", name)
     objective = _field(_field(learner, "objective", name), "name", name)
+    if not isinstance(objective, str):
+        raise ModelFileError(f"{name}: ill-formed XGBoost model: objective name must be a string")
     if objective not in OBJECTIVES:
         raise UnsupportedModelError(
             f"{name}: XGBoost objective {objective!r} is not supported yet; supported: {', '.join(OBJECTIVES)}"
