@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -135,7 +135,7 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
-# ------------------------------------------------------------------------------------ the data
+# -------------------------------------------------------------------------- synthesized rows
 
 
 def _feature_values(ens: Ensemble) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
