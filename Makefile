@@ -25,7 +25,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
 
 # A longer fuzz campaign of the model readers than make test's (FUZZ_EXAMPLES damaged files per
-# reader, fresh random ones each run; about 6 minutes on 2 cores at the default).
+# reader, fresh random ones each run; about 2 minutes on 2 cores at the default).
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
 	TREE2MAT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -n 2 tests/test_fuzz.py --hypothesis-show-statistics
