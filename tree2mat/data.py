@@ -35,19 +35,21 @@ MAX_HEADER_BYTES = 10_000
 
 class Rows:
     """A source of rows [N, F]. ``n_rows`` is None until known (a .csv, before its end);
-    ``fraction_read`` says how far :meth:`chunks` has got (0 to 1, by bytes for a .csv)."""
+    ``fraction_read`` says how far :meth:`chunks` has got (0 to 1): the rows yielded so far
+    (``_done``) of ``n_rows``; by bytes for a .csv."""
 
     name: str
     n_features: int
     n_rows: int | None
     dtype: np.dtype
+    _done: int = 0
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:  # pragma: no cover - interface
         raise NotImplementedError
 
     @property
     def fraction_read(self) -> float:
-        return 0.0
+        return self._done / max(self.n_rows or 1, 1)
 
 
 class ArrayRows(Rows):
@@ -58,16 +60,11 @@ class ArrayRows(Rows):
         _check_array_shape(X.shape, X.dtype, name)
         self.X, self.name = X, name
         self.n_rows, self.n_features, self.dtype = int(X.shape[0]), int(X.shape[1]), X.dtype
-        self._done = 0
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
         for start in range(0, self.X.shape[0], rows):
             self._done = min(start + rows, self.X.shape[0])
             yield self.X[start:start + rows]
-
-    @property
-    def fraction_read(self) -> float:
-        return self._done / max(self.X.shape[0], 1)
 
 
 def open_rows(path: str | Path) -> Rows:
@@ -160,7 +157,6 @@ class _NpyRows(Rows):
                 f"{path}: the file is truncated: its header says {n} x {f} {self.dtype} "
                 f"({need} bytes with the header), the file has {path.stat().st_size}"
             )
-        self._done = 0
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
         n, f, item = self.n_rows or 0, self.n_features, self.dtype.itemsize
@@ -178,10 +174,6 @@ class _NpyRows(Rows):
                 self._done = start + k
                 yield out
 
-    @property
-    def fraction_read(self) -> float:
-        return self._done / max(self.n_rows or 1, 1)
-
 
 class _NpzRows(Rows):
     def __init__(self, path: Path) -> None:
@@ -194,7 +186,6 @@ class _NpzRows(Rows):
             self.member = "X.npy" if "X" in keys else members[0]
             with z.open(self.member) as fh:
                 (self.n_rows, self.n_features), self.fortran, self.dtype = _npy_header(fh, self.name)
-        self._done = 0
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
         n, f = self.n_rows or 0, self.n_features
@@ -210,10 +201,6 @@ class _NpzRows(Rows):
                 k = min(rows, n - start)
                 self._done = start + k
                 yield _read_rows(fh, (k, f), self.dtype, self.name)
-
-    @property
-    def fraction_read(self) -> float:
-        return self._done / max(self.n_rows or 1, 1)
 
 
 # ----------------------------------------------------------------------------------------- .csv
@@ -301,14 +288,9 @@ class _ParquetRows(Rows):
         self.n_rows, self.n_features = int(self.file.metadata.num_rows), len(schema)
         if self.n_rows == 0 or self.n_features == 0:
             raise DataError(f"{path}: data must be a non-empty 2-D array [rows, features], got shape ({self.n_rows}, {self.n_features})")
-        self._done = 0
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
         for batch in self.file.iter_batches(batch_size=rows):
             X = batch.to_pandas().to_numpy(dtype=np.float64, na_value=np.nan)  # nulls: missing values
             self._done += batch.num_rows
             yield X
-
-    @property
-    def fraction_read(self) -> float:
-        return self._done / max(self.n_rows or 1, 1)

@@ -662,9 +662,8 @@ def verify(
 
 
 def _data_rows(X: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Rows of the user's data as the graph takes them (beyond float32 is inf, as any cast makes it)."""
-    if X.dtype.kind not in "biuf":
-        raise DataError(f"data must be numeric, got {X.dtype}")
+    """Rows of the user's data (numeric: every :class:`Rows` checks) as the graph takes them
+    (beyond float32 is inf, as any cast makes it)."""
     with np.errstate(over="ignore"):
         return np.ascontiguousarray(X, dtype)
 

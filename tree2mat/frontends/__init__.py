@@ -14,7 +14,7 @@ from tree2mat.frontends import lightgbm as _lightgbm
 from tree2mat.frontends import sklearn as _sklearn
 from tree2mat.frontends import xgboost as _xgboost
 from tree2mat.frontends._support import SupportRow
-from tree2mat.frontends.loading import load_file
+from tree2mat.frontends.loading import MALFORMED, load_file
 from tree2mat.ir.core import Ensemble
 
 
@@ -134,7 +134,7 @@ def to_ensemble(model: Any) -> Ensemble:
         return spec.to_ensemble(model)
     except Tree2MatError:
         raise
-    except (AttributeError, TypeError, ValueError, IndexError, KeyError, OverflowError) as exc:
+    except MALFORMED as exc:
         # Fitted attributes that are missing or not what the library writes: a tampered file,
         # or a library version outside the supported range.
         raise ModelFileError(

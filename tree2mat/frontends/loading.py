@@ -167,8 +167,9 @@ def _load_json(path: Path) -> Any:
     return _load_xgboost(path, doc)
 
 
-#: What a parser may raise on a document of the wrong shape that no check of its own caught: read
-#: as a malformed file, never as tree2mat's own failure (make fuzz hunts these down one by one).
+#: What a reader may raise on a document (or a fitted object's attributes) of the wrong shape that
+#: no check of its own caught: a malformed input, not tree2mat's own failure (make fuzz hunts
+#: these down one by one).
 MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError)
 
 
