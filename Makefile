@@ -14,14 +14,21 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-# Train a real model from a seed, convert it, verify it against scikit-learn.
+# Train a real model from a seed, convert it, verify it against scikit-learn; then the same for a
+# whole pipeline (preprocessing and a forest) through skl2onnx.
 demo: $(STAMP)
 	@mkdir -p $(DEMO)
 	$(BIN)/python examples/train_demo.py $(DEMO)/model.joblib
 	$(BIN)/tree2mat convert $(DEMO)/model.joblib -o $(DEMO)/model.onnx
 	$(BIN)/tree2mat verify $(DEMO)/model.joblib $(DEMO)/model.onnx --json $(DEMO)/report.json
+	$(BIN)/python examples/pipeline_demo.py $(DEMO)/pipeline
+	$(BIN)/tree2mat convert $(DEMO)/pipeline/pipeline.joblib -o $(DEMO)/pipeline/pipeline.onnx
+	$(BIN)/tree2mat verify $(DEMO)/pipeline/pipeline.joblib $(DEMO)/pipeline/pipeline.onnx --data $(DEMO)/pipeline/rows.npy
 
+# Lint (ruff) and type check (mypy, tree2mat and cli) before the tests: a finding fails make test.
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2
 
 # A longer fuzz campaign of the model readers than make test's (FUZZ_EXAMPLES damaged files per
@@ -31,4 +38,4 @@ fuzz: $(STAMP)
 	TREE2MAT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -n 2 tests/test_fuzz.py --hypothesis-show-statistics
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .hypothesis
+	rm -rf $(VENV) build .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -34,14 +34,13 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 import tree2mat
 from tree2mat import peers
-from tree2mat.peers import library_of, one_line
 from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms import DEFAULT_FORM, FORMS
 from tree2mat.ir.core import Ensemble
+from tree2mat.peers import library_of, one_line
 from tree2mat.verify import CHUNK_BYTES, run_graph, synthesize
 
 #: A row is wrong when a value differs by more than ``VALUE_RTOL * (1 + |reference|)``.
@@ -561,7 +560,7 @@ def causes(doc: dict) -> str:
         diag = [v["diagnosis"] for v in pk.values()]
 
         def total(key: str) -> str:
-            vals = [d[key] for d in diag if key in d]
+            vals = [d[key] for d in diag if key in d]  # noqa: B023 (called within this iteration)
             return str(sum(vals)) if vals else "-"
 
         nogap = " / ".join(total(f"wrong_nogap_{k}") for k in ("nan", "inf", "tiny", "sentinel", "non_code_category"))

@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import time
 import traceback
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import typer
@@ -59,58 +60,94 @@ def _forms_help() -> str:
 
 @app.command()
 def convert(
-    model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, XGBoost .json/.ubj, LightGBM model text .txt, or tree2mat IR .json."),
+    model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, XGBoost .json/.ubj, LightGBM model text .txt, or tree2mat IR .json; or a scikit-learn Pipeline ending in a tree model (through skl2onnx: the pipelines extra)."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the ONNX file (replaced only on success)."),
     form: str = typer.Option("auto", "--form", help=f"Graph form: auto (default: the fastest exact form within --max-memory), {_forms_help()}."),
-    dtype: str = typer.Option("float32", "--dtype", help="Input dtype: float32 or float64 (float outputs follow it)."),
-    opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset, 13 to 26 (default 26, the newest the pinned onnxruntime runs)."),
+    dtype: str | None = typer.Option(None, "--dtype", help="Input dtype: float32 (default for a tree model) or float64 (default for a pipeline: its preprocessing then computes what scikit-learn computes); float outputs follow it."),
+    opset: int | None = typer.Option(None, "--opset", help="ONNX opset, 13 to 26 (default 26, the newest the pinned onnxruntime runs; for a pipeline, the newest skl2onnx converts)."),
     raw: bool = typer.Option(False, "--raw", help="Output the margin before the link (label kept for classifiers)."),
     leaves: bool = typer.Option(False, "--leaves", help="Add a 'leaves' output [N, trees] with each row's leaf ids (exact forms)."),
-    max_memory: Optional[str] = typer.Option(None, "--max-memory", help="Memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G (the default), 512M: auto picks the fastest form within it; an explicit form over it is refused, naming one that fits."),
-    temperature: Optional[float] = typer.Option(None, "--temperature", help="soft/softmax forms: temperature, in input-feature units (default 1); the graph is exact only as it goes to 0."),
+    max_memory: str | None = typer.Option(None, "--max-memory", help="Memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G (the default), 512M: auto picks the fastest form within it; an explicit form over it is refused, naming one that fits."),
+    temperature: float | None = typer.Option(None, "--temperature", help="soft/softmax forms: temperature, in input-feature units (default 1); the graph is exact only as it goes to 0."),
     matmul: str = typer.Option("float32", "--matmul", help="sign/bitvector forms: element type of the path-matching MatMul: float32, float16 or int8 (MatMulInteger); exact in each."),
+    json_out: bool = typer.Option(False, "--json", help="Print what was written as one JSON object on stdout (path, form, sizes, opset, inputs, outputs, ...) instead of the sentence."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the steps of a convert that takes over a second on stderr (a bar on a terminal, a line per step otherwise)."),
 ) -> None:
     """Convert MODEL to an ONNX graph."""
     import tree2mat
-    from tree2mat.forms import DEFAULT_OPSET
     from tree2mat.forms.auto import parse_memory
 
-    onx = tree2mat.convert(
-        model, form, dtype=dtype, opset=DEFAULT_OPSET if opset is None else opset, raw=raw, leaves=leaves,
-        temperature=temperature, matmul=matmul, max_memory=None if max_memory is None else parse_memory(max_memory),
+    with _Progress("convert", enabled=progress, delay=PROGRESS_DELAY_S) as shown:
+        onx = tree2mat.convert(
+            model, form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul,
+            max_memory=None if max_memory is None else parse_memory(max_memory), progress=lambda text: shown.stage(text, 4),
+        )
+        shown.stage(f"writing {output}", 4)
+        size = tree2mat.save(onx, output)
+    info = written(onx, output, size)
+    if json_out:
+        typer.echo(json.dumps(info, indent=1))
+        return
+    data = info["data_file"]
+    where = _human(size) if data is None else f"{_human(size)}, constants in {Path(data).name}: keep both files together"
+    picked = info["form"]
+    if info["matmul"] != "float32":
+        picked += f" (MatMul in {info['matmul']})"
+    if info.get("temperature") is not None:
+        picked += f" at temperature {info['temperature']:g} (an approximation, not exact)"
+    what = f"{info['pipeline']}, tree steps: " if info["pipeline"] else ""
+    typer.echo(
+        f"wrote {output} ({where}): {what}form {picked}, {info['n_trees']} trees, {info['n_features']} features, "
+        f"opset {info['opset']}, {info['nodes']} nodes; outputs: {', '.join(_describe_io(o) for o in info['outputs'])}"
     )
+    if info.get("auto_reason"):
+        typer.echo(f"auto picked {info['form']}: {info['auto_reason']}")
+
+
+#: ``convert --json``'s schema version (fields are only added within a version).
+CONVERT_SCHEMA = 1
+
+
+def written(onx: Any, output: Path, size: int) -> dict[str, Any]:
+    """What ``convert`` wrote, as ``--json`` prints it (documented in the README)."""
     from tree2mat.convert import external_data_file
 
-    size = tree2mat.save(onx, output)
-    data = external_data_file(output)
-    where = _human(size) if data is None else f"{_human(size)}, constants in {data.name}: keep both files together"
     meta = {p.key: p.value for p in onx.metadata_props}
-    outs = ", ".join(_describe(o) for o in onx.graph.output)
-    picked = meta["tree2mat.form"]
-    if "tree2mat.matmul" in meta:
-        picked += f" (MatMul in {meta['tree2mat.matmul']})"
-    if "tree2mat.temperature" in meta:
-        picked += f" at temperature {float(meta['tree2mat.temperature']):g} (an approximation, not exact)"
-    typer.echo(
-        f"wrote {output} ({where}): form {picked}, {meta['tree2mat.n_trees']} trees, "
-        f"{meta['tree2mat.n_features']} features, opset {onx.opset_import[0].version}, "
-        f"{len(onx.graph.node)} nodes; outputs: {outs}"
-    )
-    if "tree2mat.auto" in meta:
-        typer.echo(f"auto picked {meta['tree2mat.form']}: {meta['tree2mat.auto']}")
+    data = external_data_file(output)
+    temperature = meta.get("tree2mat.temperature")
+    return {
+        "schema": CONVERT_SCHEMA,
+        "path": str(output),
+        "bytes": size,
+        "data_file": None if data is None else str(data),
+        "data_bytes": None if data is None else data.stat().st_size,
+        "form": meta["tree2mat.form"],
+        "exact": meta["tree2mat.exact"] == "1",
+        "auto_reason": meta.get("tree2mat.auto"),
+        "matmul": meta.get("tree2mat.matmul", "float32"),
+        "temperature": None if temperature is None else float(temperature),
+        "source": meta["tree2mat.source"],
+        "pipeline": meta["tree2mat.source"].split(" ", 1)[1] if "tree2mat.pipeline" in meta else None,
+        "n_trees": int(meta["tree2mat.n_trees"]),
+        "n_features": int(meta["tree2mat.n_features"]),
+        "opset": next(i.version for i in onx.opset_import if i.domain in ("", "ai.onnx")),
+        "nodes": len(onx.graph.node),
+        "inputs": [_io(i) for i in onx.graph.input],
+        "outputs": [_io(o) for o in onx.graph.output],
+    }
 
 
 @app.command()
 def verify(
     model: Path = typer.Argument(..., metavar="MODEL", help="The original fitted model file."),
     onnx_file: Path = typer.Argument(..., metavar="ONNX", help="The ONNX graph to check."),
-    data: Optional[Path] = typer.Option(None, "--data", help="Rows to check (.npy, .npz, .csv, .parquet); default: synthesized."),
+    data: Path | None = typer.Option(None, "--data", help="Rows to check (.npy, .npz, .csv, .parquet); default: synthesized."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or all (all available providers)."),
     rows: int = typer.Option(1000, "--rows", help="Random rows to synthesize (threshold, NaN, inf and extreme rows come on top); unused with --data."),
-    atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance on values (default: 1e-12 x the model's output scale)."),
+    atol: float | None = typer.Option(None, "--atol", help="Absolute tolerance on values (default: 1e-12 x the model's output scale)."),
     rtol: float = typer.Option(1e-6, "--rtol", help="Relative tolerance on values."),
     seed: int = typer.Option(0, "--seed", help="Seed for synthesized rows."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON to this file ('-' for stdout)."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the report as JSON to this file ('-' for stdout)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress on stderr while --data is read (a bar on a terminal, a line every 10 % otherwise)."),
 ) -> None:
     """Check that ONNX reproduces MODEL: exit 0 pass, 1 mismatch, 2 bad input."""
@@ -134,20 +171,22 @@ def verify(
 @app.command()
 def inspect(
     model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model file."),
-    tree: Optional[int] = typer.Option(None, "--tree", help="Show the matrices of this tree (0-based)."),
+    tree: int | None = typer.Option(None, "--tree", help="Show the matrices of this tree (0-based)."),
     fmt: str = typer.Option("text", "--format", help="text, json or npz (npz needs -o)."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout ('-': stdout)."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout ('-': stdout)."),
     max_memory: str = typer.Option("4G", "--max-memory", help="Memory budget for the form auto would pick (as for convert)."),
+    png: Path | None = typer.Option(None, "--png", help="With --tree K: draw the tree beside its matrices to this PNG instead of printing them (a large tree summarized; needs matplotlib: the plot extra)."),
 ) -> None:
-    """Summarize MODEL, or print one tree as the papers' matrices (S, t, B, bitvector, v, depth)."""
+    """Summarize MODEL, or print one tree as the papers' matrices (S, t, B, bitvector, v, depth), or draw it beside them (--png)."""
     import tree2mat
-    from tree2mat.inspect import matrices_of, summary
-
     from tree2mat.forms.auto import parse_memory
+    from tree2mat.inspect import matrices_of, summary
 
     if fmt not in FORMAT_CHOICES:
         raise OptionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
     budget = parse_memory(max_memory)
+    if png is not None:
+        _check_png(png, tree, fmt, output)
     ens = tree2mat.load(model)
     if tree is None:
         info = summary(ens, budget)
@@ -156,6 +195,13 @@ def inspect(
         text = json.dumps(info, indent=1) if fmt == "json" else _summary_text(info)
         return _emit(text, output)
     mats = matrices_of(ens, tree)
+    if png is not None:
+        from tree2mat.pictures import draw_tree
+
+        size = atomic_write(png, draw_tree(ens, tree, model_name=model.name))
+        n_leaf, n_int = mats["B"].shape
+        typer.echo(f"wrote {png} ({_human(size)}): tree {tree} ({n_int} internal nodes, {n_leaf} leaves) beside S, t, B, the bitvector and v")
+        return None
     if fmt == "npz":
         if output is None:
             raise OptionError("--format npz needs -o FILE")
@@ -169,20 +215,21 @@ def inspect(
 @app.command()
 def bench(
     model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model file (as for convert)."),
-    data: Optional[Path] = typer.Option(None, "--data", help="Rows to score (.npy, .npz, .csv, .parquet); default: synthesized (threshold, NaN, random rows)."),
+    data: Path | None = typer.Option(None, "--data", help="Rows to score (.npy, .npz, .csv, .parquet); default: synthesized (threshold, NaN, random rows)."),
     rows: int = typer.Option(100_000, "--rows", help="Rows to synthesize; unused with --data."),
     batch: str = typer.Option("1,1000,100000", "--batch", help="Batch sizes, comma-separated."),
     form: str = typer.Option("auto", "--form", help="tree2mat forms to time, comma-separated (auto, sign, bitvector, traverse, ...)."),
     peers: bool = typer.Option(True, "--peers/--no-peers", help="Also time the peer TreeEnsemble converter (skl2onnx / onnxmltools: the bench extra)."),
     repeat: int = typer.Option(5, "--repeat", help="Timed runs per batch size (at least 50 at batch 1)."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="onnxruntime intra-op threads (default: onnxruntime's)."),
+    threads: int | None = typer.Option(None, "--threads", help="onnxruntime intra-op threads (default: onnxruntime's)."),
     device: str = typer.Option("cpu", "--device", help="cpu, or cuda: tree2mat's and Hummingbird's graphs on the CUDA provider alone (TreeEnsemble has no CUDA kernel: CPU)."),
-    max_memory: Optional[str] = typer.Option(None, "--max-memory", help="Largest estimated memory of a tree2mat graph at one batch, e.g. 8G (default: half this machine's memory); larger batches are not timed."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the figures as JSON to this file ('-' for stdout)."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Draw rows/s per contender and batch size to this PNG (needs matplotlib: the plot extra)."),
+    max_memory: str | None = typer.Option(None, "--max-memory", help="Largest estimated memory of a tree2mat graph at one batch, e.g. 8G (default: half this machine's memory); larger batches are not timed."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the figures as JSON to this file ('-' for stdout)."),
+    plot: Path | None = typer.Option(None, "--plot", help="Draw rows/s per contender and batch size to this PNG (needs matplotlib: the plot extra)."),
 ) -> None:
     """Time MODEL's graphs next to the peers (TreeEnsemble, Hummingbird when installed) and the library's predict: rows/s, latency, peak memory, mismatch counts."""
-    from tree2mat.bench import bench as run_bench, parse_batches, plot_report
+    from tree2mat.bench import bench as run_bench
+    from tree2mat.bench import parse_batches, plot_report
     from tree2mat.forms.auto import parse_memory
 
     for path, flag in ((json_out, "--json"), (plot, "--plot")):
@@ -208,12 +255,18 @@ def bench(
 # ------------------------------------------------------------------------------------- helpers
 
 
-def _describe(o: Any) -> str:
+def _io(value: Any) -> dict[str, Any]:
+    """An ONNX graph input or output: name, shape (a dimension's name where it has no size), dtype."""
     import onnx
 
-    tt = o.type.tensor_type
-    dims = [d.dim_param or str(d.dim_value) for d in tt.shape.dim]
-    return f"{o.name} [{', '.join(dims)}] {onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type != onnx.TensorProto.STRING else 'string'}"
+    tt = value.type.tensor_type
+    dims = [d.dim_param or (d.dim_value if d.HasField("dim_value") else None) for d in tt.shape.dim]
+    dtype = "string" if tt.elem_type == onnx.TensorProto.STRING else onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name
+    return {"name": value.name, "shape": dims, "dtype": dtype}
+
+
+def _describe_io(io: dict[str, Any]) -> str:
+    return f"{io['name']} [{', '.join('?' if d is None else str(d) for d in io['shape'])}] {io['dtype']}"
 
 
 def _human(n: float) -> str:
@@ -228,15 +281,30 @@ def _write_text(path: Path, text: str) -> None:
     atomic_write(path, text.encode("utf-8"))
 
 
+def _check_png(png: Path, tree: int | None, fmt: str, output: Path | None) -> None:
+    """inspect --png's checks, before the model is read."""
+    from tree2mat.pictures import require_matplotlib
+
+    if tree is None:
+        raise OptionError("--png needs --tree K: it draws one tree")
+    if output is not None or fmt != "text":
+        raise OptionError("--png writes only the picture; run inspect again for -o / --format")
+    if png.suffix.lower() != ".png":
+        raise OptionError(f"--png {png}: the picture is a PNG; name the file *.png")
+    if not png.parent.is_dir():
+        raise OptionError(f"--png {png}: no such directory {png.parent}")
+    require_matplotlib("--png")
+
+
 def _write_npz(path: Path, mats: dict[str, np.ndarray]) -> None:
     import io
 
     buf = io.BytesIO()
-    np.savez(buf, **mats)
+    np.savez(buf, allow_pickle=True, **mats)  # (explicit: no matrix is taken for the flag)
     atomic_write(path, buf.getvalue())
 
 
-def _emit(text: str, output: Optional[Path]) -> None:
+def _emit(text: str, output: Path | None) -> None:
     if output is None or str(output) == "-":
         typer.echo(text)
     else:
@@ -262,7 +330,7 @@ def _summary_text(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _matrices_text(tree: int, mats: dict[str, np.ndarray], names: Optional[tuple[str, ...]]) -> str:
+def _matrices_text(tree: int, mats: dict[str, np.ndarray], names: tuple[str, ...] | None) -> str:
     n_int, n_leaf = mats["B"].shape[1], mats["B"].shape[0]
     nodes = [f"n{i + 1}" for i in range(n_int)]
     leaves = [f"v{j + 1}" for j in range(n_leaf)]
@@ -288,18 +356,25 @@ def _matrices_text(tree: int, mats: dict[str, np.ndarray], names: Optional[tuple
 # ------------------------------------------------------------------------------------- progress
 
 
-class _Progress:
-    """Progress of a long run on stderr: a live bar on a terminal; elsewhere (CI logs, pipes) a
-    plain line at every further 10 % and at the end. Nothing for a run done in one step."""
+#: A convert shows its steps only once it has run this long (seconds): a quick one prints nothing.
+PROGRESS_DELAY_S = 1.0
 
-    def __init__(self, label: str, enabled: bool = True) -> None:
-        self.label, self.enabled = label, enabled
+
+class _Progress:
+    """Progress of a long run on stderr: a live bar on a terminal; elsewhere (CI logs, pipes)
+    plain lines. ``update`` (verify: rows read) prints a line at every further 10 % and nothing
+    for a run done in one step; ``stage`` (convert: its steps) a line per step, from the first
+    step that begins ``delay`` seconds or more after the start."""
+
+    def __init__(self, label: str, enabled: bool = True, delay: float = 0.0) -> None:
+        self.label, self.enabled, self.delay = label, enabled, delay
+        self.start = time.monotonic()
         self.bar: Any = None
         self.task: Any = None
         self.next_line = 0.1
         self.steps = 0
 
-    def __enter__(self) -> "_Progress":
+    def __enter__(self) -> _Progress:
         return self
 
     def update(self, rows: int, fraction: float) -> None:
@@ -307,17 +382,31 @@ class _Progress:
         if not self.enabled or (self.steps == 1 and fraction >= 1.0):
             return
         if sys.stderr.isatty():
-            if self.bar is None:
-                from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-                self.bar = Progress(TextColumn(f"{self.label}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%  {task.fields[rows]:,} rows"),
-                                    TimeRemainingColumn(), transient=True)
-                self.bar.start()
-                self.task = self.bar.add_task(self.label, total=1.0, rows=0)
-            self.bar.update(self.task, completed=fraction, rows=rows)
+            self._bar(fraction, f"{rows:,} rows", eta=True)
         elif fraction >= self.next_line or fraction >= 1.0:
             typer.echo(f"{self.label}: {rows:,} rows ({100 * fraction:.0f}% of the data read)", err=True)
             self.next_line = (int(fraction * 10) + 1) / 10
+
+    def stage(self, text: str, total: int) -> None:
+        self.steps += 1
+        if not self.enabled or time.monotonic() - self.start < self.delay:
+            return
+        if sys.stderr.isatty():
+            self._bar((self.steps - 1) / total, text, eta=False)
+        else:
+            typer.echo(f"{self.label}: {text} (step {self.steps} of {total})", err=True)
+
+    def _bar(self, fraction: float, text: str, eta: bool) -> None:
+        if self.bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn(self.label), BarColumn(), TextColumn("{task.percentage:>3.0f}%  {task.fields[what]}"),
+                                TimeRemainingColumn() if eta else TimeElapsedColumn(), transient=True,
+                                console=Console(stderr=True))  # stdout is for results (--json -)
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=1.0, what="")
+        self.bar.update(self.task, completed=fraction, what=text)
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
@@ -331,7 +420,7 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Run the CLI; errors are one line on stderr. ``--debug`` (anywhere on the line) adds the
     traceback before that line; exit codes stay the same."""
     from tree2mat.frontends.loading import safe_loading

@@ -8,7 +8,7 @@ import onnxruntime as ort
 import pytest
 
 import tree2mat
-from tree2mat.verify import compare, default_atol, DEFAULT_RTOL
+from tree2mat.verify import DEFAULT_RTOL, compare, default_atol
 
 #: Every exact graph variant: each exact form, with each element type of its path MatMul.
 EXACT_VARIANTS = [(name, mm) for name, spec in tree2mat.FORMS.items() if spec.exact for mm in spec.matmul]
@@ -52,3 +52,18 @@ def assert_matches(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], 
 @pytest.fixture(scope="session")
 def has_cuda() -> bool:
     return "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+@pytest.fixture
+def without_matplotlib(monkeypatch) -> None:
+    """Every import of matplotlib fails, as where the plot extra is not installed."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)

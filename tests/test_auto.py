@@ -5,6 +5,7 @@ lowered here, so that a small model takes that path)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import numpy as np
@@ -15,7 +16,6 @@ from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier, RandomForestRegressor
 
 import tree2mat
-import importlib
 from tree2mat.cli import main
 from tree2mat.errors import OptionError, UnsupportedModelError
 from tree2mat.forms import FORMS, auto

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import joblib
-import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer, load_diabetes
 from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestRegressor
@@ -139,18 +138,8 @@ def test_plot_is_a_png_of_every_timed_contender(tmp_path, capsys, classifier):
     assert image.ndim == 3 and image.shape[0] >= 400 and image.shape[1] >= 600
 
 
-def test_plot_without_matplotlib_is_a_one_line_error(tmp_path, capsys, classifier, monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_matplotlib(name, *args, **kwargs):
-        if name == "matplotlib" or name.startswith("matplotlib."):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
+def test_plot_without_matplotlib_is_a_one_line_error(tmp_path, capsys, classifier, without_matplotlib):
     joblib.dump(classifier, tmp_path / "m.joblib")
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     png = tmp_path / "bench.png"
     assert main(["bench", str(tmp_path / "m.joblib"), "--rows", "100", "--batch", "10", "--repeat", "1", "--no-peers", "--plot", str(png)]) == 2
     err = capsys.readouterr().err

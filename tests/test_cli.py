@@ -199,16 +199,6 @@ def test_inspect_summary(models, capsys):
     assert doc["trees"] == 5 and doc["forms"]["sign"]["exact"] is True
 
 
-def test_pipeline_is_refused_by_the_cli(tmp_path, capsys):
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    X, y = load_iris(return_X_y=True)
-    joblib.dump(make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=2)).fit(X, y), tmp_path / "p.joblib")
-    code = main(["convert", str(tmp_path / "p.joblib"), "-o", str(tmp_path / "p.onnx")])
-    one_line_error(capsys, code, 2, "Pipeline", "StandardScaler", "RandomForestClassifier")
-
-
 def test_console_script_end_to_end(tmp_path):
     """The installed `tree2mat` command, as a user runs it (also `python -m tree2mat`)."""
     X, y = load_iris(return_X_y=True)
@@ -224,3 +214,52 @@ def test_console_script_end_to_end(tmp_path):
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
     run = subprocess.run([str(BIN / "tree2mat"), "--version"], capture_output=True, text=True, env=env)
     assert run.returncode == 0 and run.stdout.startswith("tree2mat ")
+
+
+def test_convert_json_describes_the_file_written(models, tmp_path, capsys):
+    import onnx
+
+    out = tmp_path / "m.onnx"
+    assert main(["convert", str(models / "a.joblib"), "-o", str(out), "--form", "bitvector", "--opset", "21", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)  # stdout is the JSON object and nothing else
+    onx = onnx.load(str(out))
+    meta = {p.key: p.value for p in onx.metadata_props}
+    assert info["schema"] == 1 and info["path"] == str(out) and info["bytes"] == out.stat().st_size
+    assert info["form"] == meta["tree2mat.form"] == "bitvector" and info["exact"] is True and info["pipeline"] is None
+    assert info["opset"] == onx.opset_import[0].version == 21
+    assert info["n_features"] == 30 and info["n_trees"] == 5 and info["nodes"] == len(onx.graph.node)
+    assert [o["name"] for o in info["outputs"]] == [o.name for o in onx.graph.output] == ["label", "probabilities"]
+    assert info["inputs"] == [{"name": onx.graph.input[0].name, "shape": ["N", 30], "dtype": "float32"}]
+    assert info["data_file"] is None and info["auto_reason"] is None
+    assert main(["convert", str(models / "a.joblib"), "-o", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["auto_reason"].startswith("fastest exact form")
+
+
+def test_convert_steps_on_stderr(models, tmp_path, capsys, monkeypatch):
+    import tree2mat.cli as cli
+
+    out = str(tmp_path / "m.onnx")
+    monkeypatch.setattr(cli, "PROGRESS_DELAY_S", 0.0)
+    assert main(["convert", str(models / "a.joblib"), "-o", out, "--form", "sign"]) == 0
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("convert:")]
+    assert lines == [
+        "convert: reading the model (step 1 of 4)",
+        "convert: building the sign graph of 5 trees (step 2 of 4)",
+        "convert: checking the graph (step 3 of 4)",
+        f"convert: writing {out} (step 4 of 4)",
+    ]
+    assert main(["convert", str(models / "a.joblib"), "-o", out, "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(cli, "PROGRESS_DELAY_S", 3600.0)  # a quick convert prints nothing
+    assert main(["convert", str(models / "a.joblib"), "-o", out]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_bar_on_a_terminal_keeps_stdout_clean(models, tmp_path, capsys, monkeypatch):
+    import tree2mat.cli as cli
+
+    monkeypatch.setattr(cli, "PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["convert", str(models / "a.joblib"), "-o", str(tmp_path / "m.onnx"), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["n_trees"] == 5  # the bar went to stderr, not into the JSON

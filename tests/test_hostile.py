@@ -15,7 +15,6 @@ from sklearn.datasets import load_breast_cancer, load_iris
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 from sklearn.tree import DecisionTreeRegressor
 
-import tree2mat
 from tree2mat.cli import main
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "paper_tree.json"

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import tree2mat
 from tree2mat.ir import Aggregation, Comparison, Ensemble, Link, Task, apply
-from tree2mat.ir.core import CategoryCodes
 from tree2mat.ir.build import tree_from_nodes
+from tree2mat.ir.core import CategoryCodes
 from tree2mat.ir.thresholds import float32_neighbours, graph_thresholds
 
 from conftest import EXACT_VARIANTS, assert_standard_graph, run_onnx

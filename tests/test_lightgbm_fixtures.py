@@ -13,8 +13,8 @@ import tree2mat
 from tree2mat.errors import Tree2MatError
 from tree2mat.frontends.lightgbm import from_text
 from tree2mat.ir import evaluate
-from tree2mat.ir.io import dumps
 from tree2mat.ir.core import Aggregation, Task
+from tree2mat.ir.io import dumps
 
 from conftest import assert_matches, assert_standard_graph, run_onnx
 

@@ -85,7 +85,7 @@ def test_loading_a_pickle_runs_its_code_so_safe_mode_refuses_it_unread(tmp_path,
     from tree2mat.cli import main
 
     path, marker = _evil_pickle(tmp_path)
-    with pytest.raises(Exception):
+    with pytest.raises(UnsupportedModelError):
         tree2mat.load(path)  # not a model; but the pickle's code ran
     assert marker.exists()
     marker.unlink()
@@ -101,7 +101,7 @@ def test_loading_a_pickle_runs_its_code_so_safe_mode_refuses_it_unread(tmp_path,
         with pytest.raises(ModelFileError, match="safe mode"):
             tree2mat.convert(path)
         with tree2mat.safe_loading(False):  # the block's setting wins over the environment
-            with pytest.raises(Exception):
+            with pytest.raises(UnsupportedModelError):
                 tree2mat.load(path)
         assert marker.exists()
         marker.unlink()

@@ -308,14 +308,16 @@ def test_multi_output_classifiers(name, labels):
 # -------------------------------------------------------------------------- refusals
 
 
-def test_pipeline_is_refused_naming_its_steps():
+def test_pipeline_is_refused_by_load_naming_its_steps():
+    """``load`` (and inspect, bench) take a tree model; convert and verify take whole pipelines
+    (tests/test_pipelines.py)."""
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     X, y = load("iris")
     pipe = make_pipeline(StandardScaler(), E.RandomForestClassifier(n_estimators=2)).fit(X, y)
-    with pytest.raises(UnsupportedModelError, match="Pipeline.*StandardScaler.*RandomForestClassifier"):
-        tree2mat.convert(pipe)
+    with pytest.raises(UnsupportedModelError, match="Pipeline.*StandardScaler.*RandomForestClassifier.*pipeline.-1."):
+        tree2mat.load(pipe)
 
 
 def test_unsupported_and_unfitted_models_are_refused():

@@ -217,7 +217,7 @@ def bench(
             c.mismatched_rows, c.mismatched_labels = _mismatched(_chunked(run, X, chunk), expected, ens)
         c.timings = [time_runs(run, X, b, repeat) for b in fits]
         if fits:
-            c.peak_mib = peak_mib(lambda: _ort_runner(peers.session(onx, threads, device, arena=False)), X, max(fits))
+            c.peak_mib = peak_mib(lambda: _ort_runner(peers.session(onx, threads, device, arena=False)), X, max(fits))  # noqa: B023 (called at once)
         contenders.append(c)
     if use_peers and library is not None:
         contenders.append(_peer(library, ens, X, expected, batches, repeat, threads))
@@ -457,14 +457,12 @@ def _native(library: Any, ens: Ensemble, X: np.ndarray, batches: tuple[int, ...]
 def plot_report(report: BenchReport) -> bytes:
     """A PNG: rows/s of every timed contender (bars, log scale) per batch size, with the ratio to
     the TreeEnsemble graph written over each bar."""
-    try:
-        import matplotlib
+    from tree2mat.pictures import require_matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise OptionError("--plot needs matplotlib: pip install 'tree2mat[plot]'") from None
+    require_matplotlib("--plot").use("Agg")
     import io
+
+    import matplotlib.pyplot as plt
 
     timed = [c for c in report.contenders if c.timings]
     batches = sorted({t.batch for c in timed for t in c.timings})

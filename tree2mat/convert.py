@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 
-from tree2mat import frontends
+from tree2mat import frontends, pipelines
 from tree2mat._files import atomic_write, atomic_write_files, writable_target
 from tree2mat.errors import OptionError
-from tree2mat.forms._layout import LEAF_TENSOR
 from tree2mat.forms import AUTO, DEFAULT_FORM, DEFAULT_OPSET, FORMS, MIN_OPSET, GraphOptions, auto, check_form
+from tree2mat.forms._layout import LEAF_TENSOR
 from tree2mat.ir.core import Ensemble
 
-DTYPES = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
+DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 
 #: A graph whose constants pass this many bytes cannot be one protobuf message (2 GiB limit): it
 #: is written with its constants in a side file (ONNX external data, ``<file>.<digest>.data``).
@@ -33,7 +34,15 @@ def needs_external_data(model: onnx.ModelProto) -> bool:
 
 
 def load(model_or_path: Any) -> Ensemble:
-    """The validated IR of a fitted model object or a model file."""
+    """The validated IR of a fitted model object or a model file.
+
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> ens = load(DecisionTreeClassifier(max_leaf_nodes=6, random_state=0).fit(X, y))
+    >>> ens.n_trees, ens.n_features, ens.trees[0].n_leaves
+    (1, 4, 6)
+    """
     return frontends.load_model(model_or_path)[1]
 
 
@@ -69,22 +78,31 @@ def convert(
     model_or_path: Any,
     form: str = DEFAULT_FORM,
     *,
-    dtype: str = "float32",
-    opset: int = DEFAULT_OPSET,
+    dtype: str | None = None,
+    opset: int | None = None,
     raw: bool = False,
     leaves: bool = False,
     temperature: float | None = None,
     matmul: str = "float32",
     max_memory: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> onnx.ModelProto:
     """Convert a fitted tree model (object, file path or ``Ensemble``) to an ONNX model.
 
     ``form``: one of ``FORMS``, or ``auto`` (the default): the fastest exact form whose constants
     and intermediates for 10 000 rows fit ``max_memory`` bytes (default 4 GiB; the graph's metadata
     ``tree2mat.form`` and ``tree2mat.auto`` say which and why). An explicit form over
-    ``max_memory`` is refused before it is built, naming an exact form that fits. ``temperature``: soft forms
-    only (default 1, in input-feature units). ``matmul``: the path-matching MatMul's element type (float32, or float16 / int8 for
-    the sign and bitvector forms; exact in every case).
+    ``max_memory`` is refused before it is built, naming an exact form that fits. ``dtype``: the
+    input's, float32 (the default for a tree model) or float64 (the default for a pipeline).
+    ``opset``: default the newest the pinned onnxruntime runs (for a pipeline: that skl2onnx
+    converts).
+    ``temperature``: soft forms only (default 1, in input-feature units). ``matmul``: the
+    path-matching MatMul's element type (float32, or float16 / int8 for the sign and bitvector
+    forms; exact in every case). ``progress(step)`` is called as each step begins (reading the
+    model, building the graph, checking it).
+
+    A scikit-learn ``Pipeline`` becomes one graph through skl2onnx (the ``pipelines`` extra):
+    its tree step a tree2mat form, the other steps skl2onnx's (see :mod:`tree2mat.pipelines`).
 
     >>> from sklearn.datasets import load_iris
     >>> from sklearn.ensemble import RandomForestClassifier
@@ -94,45 +112,79 @@ def convert(
     ['label', 'probabilities']
     """
     reason = None
+    graph_opset = DEFAULT_OPSET if opset is None else opset
     if form == AUTO:
         if temperature is not None or matmul != "float32":
             raise OptionError("--temperature and --matmul need an explicit --form (auto picks an exact float32 form)")
         budget = auto.DEFAULT_MAX_MEMORY if max_memory is None else max_memory
         if not budget > 0:
             raise OptionError(f"--max-memory must be positive, got {budget}")
-        graph_options(dtype, opset, raw, leaves)  # options checked before the model is read
-        ens = load(model_or_path)
-        choice = auto.choose(ens, budget)
-        form, reason = choice.form, choice.reason
-        opts = graph_options(dtype, opset, raw, leaves, form)
+        graph_options(dtype or "float32", graph_opset, raw, leaves)  # options checked before the model is read
     else:
         if max_memory is not None and not max_memory > 0:
             raise OptionError(f"--max-memory must be positive, got {max_memory}")
-        opts = graph_options(dtype, opset, raw, leaves, form, temperature, matmul)
-        ens = load(model_or_path)
+        graph_options(dtype or "float32", graph_opset, raw, leaves, form, temperature, matmul)
+    step = progress or (lambda _: None)
+    step("reading the model")
+    obj = frontends.load_object(model_or_path)
+    if pipelines.is_pipeline(obj):
+        step(f"converting {pipelines.describe(obj)} through skl2onnx")
+        return _convert_pipeline(obj, form, dtype or "float64", opset, raw, leaves, temperature, matmul, max_memory, step)
+    ens = frontends.named(model_or_path, frontends.to_ensemble, obj)
+    if form == AUTO:
+        choice = auto.choose(ens, auto.DEFAULT_MAX_MEMORY if max_memory is None else max_memory)
+        form, reason = choice.form, choice.reason
+        opts = graph_options(dtype or "float32", graph_opset, raw, leaves, form)
+    else:
+        opts = graph_options(dtype or "float32", graph_opset, raw, leaves, form, temperature, matmul)
         auto.check_budget(form, ens, auto.DEFAULT_MAX_MEMORY if max_memory is None else max_memory)
+    step(f"building the {form} graph of {ens.n_trees} trees")
     model = FORMS[form].build(ens, opts)
-    _stamp(model, ens, form, opts, reason)
-    if not needs_external_data(model):  # (too large for an in-memory check: save checks the file)
-        onnx.checker.check_model(model, full_check=True)
-    return model
-
-
-def _stamp(model: onnx.ModelProto, ens: Ensemble, form: str, opts: GraphOptions, auto_reason: str | None) -> None:
-    meta = {
+    _stamp(model, {
         "tree2mat.form": form,
         "tree2mat.source": ens.source,
         "tree2mat.n_trees": str(ens.n_trees),
         "tree2mat.n_features": str(ens.n_features),
         "tree2mat.raw": str(int(opts.raw)),
         "tree2mat.exact": str(int(FORMS[form].exact)),
-    }
-    if FORMS[form].exact:
-        meta["tree2mat.leaf_tensor"] = LEAF_TENSOR
-    if opts.matmul != "float32":
-        meta["tree2mat.matmul"] = opts.matmul
-    if auto_reason is not None:
-        meta["tree2mat.auto"] = auto_reason
+        **({"tree2mat.leaf_tensor": LEAF_TENSOR} if FORMS[form].exact else {}),
+        **({"tree2mat.matmul": opts.matmul} if opts.matmul != "float32" else {}),
+        **({"tree2mat.auto": reason} if reason is not None else {}),
+    })
+    if not needs_external_data(model):  # (too large for an in-memory check: save checks the file)
+        step("checking the graph")
+        onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _convert_pipeline(
+    pipeline: Any, form: str, dtype: str, opset: int | None, raw: bool, leaves: bool, temperature: float | None,
+    matmul: str, max_memory: int | None, step: Callable[[str], None],
+) -> onnx.ModelProto:
+    if raw or leaves:
+        raise OptionError("--raw and --leaves apply to a tree model, not to a pipeline (its outputs are skl2onnx's)")
+    model, steps = pipelines.convert_pipeline(
+        pipeline, form, dtype=dtype, opset=opset, max_memory=max_memory, matmul=matmul, temperature=temperature,
+    )
+    forms = sorted({step["tree2mat.form"] for step in steps})
+    _stamp(model, {
+        "tree2mat.form": ",".join(forms),
+        "tree2mat.source": f"sklearn {pipelines.describe(pipeline)}",
+        "tree2mat.pipeline": str(len(steps)),
+        "tree2mat.n_trees": str(sum(int(step["tree2mat.n_trees"]) for step in steps)),
+        "tree2mat.n_features": str(pipelines.n_features(pipeline)),
+        "tree2mat.raw": "0",
+        "tree2mat.exact": str(int(all(FORMS[f].exact for f in forms))),
+        **{key: value for step in steps for key, value in step.items() if key in ("tree2mat.auto", "tree2mat.matmul", "tree2mat.temperature")},
+        # verify checks the routing of the last step (it has scikit-learn's rows for it)
+        **({"tree2mat.leaf_tensor": steps[-1]["tree2mat.leaf_tensor"]} if len(steps) == 1 and "tree2mat.leaf_tensor" in steps[-1] else {}),
+    })
+    step("checking the graph")
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _stamp(model: onnx.ModelProto, meta: dict[str, str]) -> None:
     for key in sorted(meta):
         entry = model.metadata_props.add()
         entry.key, entry.value = key, meta[key]
@@ -146,7 +198,17 @@ def save(model: onnx.ModelProto, path: str | Path) -> int:
     data: ``path`` holds the graph, ``<name>.<digest>.data`` beside it its constants (keep them
     together; onnxruntime and ``onnx.load`` find the data by that name, see
     :func:`external_data_file`). The written graph is checked with ``onnx.checker`` (full check)
-    before it replaces anything; a data file the replaced graph used is deleted afterwards."""
+    before it replaces anything; a data file the replaced graph used is deleted afterwards.
+
+    >>> import os, tempfile
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> onx = convert(DecisionTreeClassifier(max_depth=3, random_state=0).fit(X, y))
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.onnx")
+    >>> save(onx, path) == os.path.getsize(path)
+    True
+    """
     target = writable_target(path)
     old = _own_data_files(target)
     if not needs_external_data(model):

@@ -20,7 +20,7 @@ import warnings
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import numpy as np
 
@@ -130,13 +130,15 @@ def _npy_header(fh: IO[bytes], name: str) -> tuple[tuple[int, ...], bool, np.dty
     return tuple(int(s) for s in shape), bool(fortran), np.dtype(dtype)
 
 
-def _read_rows(fh: IO[bytes], shape: tuple[int, ...], dtype: np.dtype, name: str, order: str = "C") -> np.ndarray:
+def _read_rows(fh: IO[bytes], shape: tuple[int, ...], dtype: np.dtype, name: str, order: Literal["C", "F"] = "C") -> np.ndarray:
     """The next ``shape`` array of ``dtype`` from ``fh`` (read straight into a writable array)."""
     out = np.empty(shape, dtype, order=order)
-    view = memoryview(out.reshape(-1, order="A")).cast("B")
+    view = out.reshape(-1, order="A").data.cast("B")
     got = 0
     while got < view.nbytes:  # (a zip member's readinto may return less than asked)
-        n = fh.readinto(view[got:])
+        # (files opened "rb" and zip members have readinto; typeshed's IO[bytes], which ZipFile.open
+        # returns for both modes, does not)
+        n = fh.readinto(view[got:])  # type: ignore[attr-defined]
         if not n:
             raise DataError(f"{name}: the file is truncated (its header promises more rows than it holds)")
         got += n

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import onnx
 
-from tree2mat import frontends
-from tree2mat.data import DATA_SUFFIXES, ArrayRows, Rows, load_data, open_rows, read_chunks  # noqa: F401 (re-exported)
+from tree2mat import frontends, pipelines
 from tree2mat.convert import needs_external_data, write_external
+from tree2mat.data import DATA_SUFFIXES, ArrayRows, Rows, load_data, open_rows, read_chunks  # noqa: F401 (re-exported)
 from tree2mat.errors import DataError, DeviceUnavailableError, ModelFileError, OptionError, VerificationError
 from tree2mat.forms import FORMS
 from tree2mat.ir import evaluate
@@ -341,7 +341,7 @@ def synthesize(
         parts["nan"] = X
     if ens.accepts_inf:
         X = _random_rows(ens, n_special, rng, dtype, critical)
-        cells = rng.random(X.shape)
+        cells: np.ndarray = rng.random(X.shape)
         X[cells < 0.15] = np.inf
         X[(cells >= 0.15) & (cells < 0.3)] = -np.inf
         X[0], X[1] = np.inf, -np.inf
@@ -557,7 +557,7 @@ def _load_onnx(onnx_model_or_path: Any) -> tuple[onnx.ModelProto, str]:
     return model, name
 
 
-def _check_graph_input(model: onnx.ModelProto, ens: Ensemble) -> np.dtype:
+def _check_graph_input(model: onnx.ModelProto, n_features: int) -> np.dtype:
     if len(model.graph.input) != 1:
         raise VerificationError(f"the ONNX graph has {len(model.graph.input)} inputs; a tree2mat graph has one")
     inp = model.graph.input[0]
@@ -565,11 +565,11 @@ def _check_graph_input(model: onnx.ModelProto, ens: Ensemble) -> np.dtype:
     dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
     if len(dims) != 2:
         raise VerificationError(f"the ONNX input {inp.name!r} has rank {len(dims)}, expected [N, features]")
-    if dims[1] is not None and dims[1] != ens.n_features:
+    if dims[1] is not None and dims[1] != n_features:
         raise VerificationError(
-            f"the ONNX graph takes {dims[1]} features, the model {ens.n_features}: not a graph of this model"
+            f"the ONNX graph takes {dims[1]} features, the model {n_features}: not a graph of this model"
         )
-    dtypes = {onnx.TensorProto.FLOAT: np.dtype(np.float32), onnx.TensorProto.DOUBLE: np.dtype(np.float64)}
+    dtypes: dict[int, np.dtype] = {onnx.TensorProto.FLOAT: np.dtype(np.float32), onnx.TensorProto.DOUBLE: np.dtype(np.float64)}
     if tt.elem_type not in dtypes:
         raise VerificationError(
             f"the ONNX input has element type {onnx.TensorProto.DataType.Name(tt.elem_type).lower()}, "
@@ -595,27 +595,49 @@ def verify(
 
     ``data``: an array or a file path (.npy, .npz, .csv, .parquet); None synthesizes rows. A file
     is read, checked and let go a chunk of rows at a time (constant memory however large it is).
-    ``progress(rows_done, fraction)`` is called after each chunk.
+    ``progress(rows_done, fraction)`` is called after each chunk. A scikit-learn ``Pipeline``
+    (see :func:`tree2mat.convert`) needs ``data``: rows as the pipeline takes them.
+
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from tree2mat import convert
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    >>> report = verify(model, convert(model, "sign"), rows=200)
+    >>> report.passed, [o.name for o in report.outputs]
+    (True, ['label', 'probabilities', 'routing'])
+    >>> verify(model, convert(model), X).rows   # your rows instead of synthesized ones
+    150
     """
     devices = devices_for(device)
     if (atol is not None and not atol >= 0) or not rtol >= 0:  # also refuses NaN
         raise OptionError("--atol and --rtol must be numbers >= 0")
     model_name = str(model_or_path) if isinstance(model_or_path, (str, Path)) else type(model_or_path).__name__
-    model, ens = frontends.load_model(model_or_path)
+    model = frontends.load_object(model_or_path)
+    pipeline = model if pipelines.is_pipeline(model) else None
+    if pipeline is not None:
+        model = pipelines.final_step(pipeline)
+        if data is None:
+            raise DataError(
+                f"{model_name}: a pipeline is verified on rows you give (--data, as the pipeline takes them): "
+                "tree2mat synthesizes threshold rows for a tree model, not through preprocessing"
+            )
+    ens = frontends.named(model_or_path, frontends.to_ensemble, model)
+    n_in = pipelines.n_features(pipeline) if pipeline is not None else ens.n_features
     library = frontends.library_model(model_or_path, ens) if isinstance(model, Ensemble) else None
     if library is not None:  # a native file: the library itself is the reference
         model = library
     onx, onnx_name = _load_onnx(onnx_model_or_path)
-    in_dtype = _check_graph_input(onx, ens)
+    in_dtype = _check_graph_input(onx, n_in)
     notes = []
     if data is None:
         X, kinds = synthesize(ens, rows, dtype=in_dtype, seed=seed)
         source: Rows = ArrayRows(X, "synthesized rows")
     else:
         source = open_rows(data) if isinstance(data, (str, Path)) else ArrayRows(data)
-        if source.n_features != ens.n_features:
+        if source.n_features != n_in:
             raise DataError(f"data has shape ({source.n_rows if source.n_rows is not None else 'N'}, {source.n_features}); "
-                            f"the model expects [N, {ens.n_features}]")
+                            f"the model expects [N, {n_in}]")
         kinds = None
     meta = _metadata(onx)
     if meta.get("tree2mat.exact") == "0":
@@ -625,6 +647,8 @@ def verify(
         )
     names = {o.name for o in onx.graph.output}
     raw = meta.get("tree2mat.raw") == "1" or ("variable" in names and ens.task.value != "regression")
+    if pipeline is not None:
+        notes.append(f"a pipeline: {pipelines.describe(pipeline)}'s own predictions compared with the graph's outputs")
     if isinstance(model, Ensemble):
         notes.append("no original library model: compared with tree2mat's reference evaluator")
     onx_run, routing = _with_leaf_output(onx, ens)
@@ -634,15 +658,15 @@ def verify(
     form = FORMS.get(meta.get("tree2mat.form", ""))
     per_row = form.bytes_per_row(ens) if form else 64 * 1024
     chunk = max(1, min(65536, CHUNK_BYTES // max(per_row, 1)))
-    data_rows = max(1, min(chunk, DATA_CHUNK_BYTES // (8 * ens.n_features)))
+    data_rows = max(1, min(chunk, DATA_CHUNK_BYTES // (8 * n_in)))
     atol_v = default_atol(ens) if atol is None else atol
     runners = [GraphRunner(onx_run, dev) for dev in devices]
     reports: dict[tuple[str, str], OutputReport] = {}
     done = 0
     for X in read_chunks(source, data_rows):
         X = _data_rows(X, in_dtype) if data is not None else X
-        expected = _expected(model, ens, X, raw)
-        leaves_ref = evaluate.apply(ens, X) if routing else None
+        expected, X_tree = _expected(model, ens, X, raw, pipeline)
+        leaves_ref = evaluate.apply(ens, X_tree) if routing else None
         for runner in runners:
             dev = runner.device
             got = runner.run(X, chunk)
@@ -668,16 +692,21 @@ def _data_rows(X: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return np.ascontiguousarray(X, dtype)
 
 
-def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool) -> dict[str, np.ndarray]:
-    """The outputs the graph must reproduce on ``X``: the library's own, or the reference
-    evaluator's when there is no library model."""
+def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool, pipeline: Any = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The outputs the graph must reproduce on ``X`` (the library's own, or the reference
+    evaluator's when there is no library model), and the rows as the trees take them.
+    ``pipeline``: the pipeline whose last step is ``model``; its other steps transform ``X``
+    first (scikit-learn's own transform: the rows its trees see)."""
     if isinstance(model, Ensemble):
-        return evaluate.predict(ens, X, raw=raw)
+        return evaluate.predict(ens, X, raw=raw), X
     # Rows at +-max float32 overflow sklearn's finiteness pre-check (a sum); it then checks
     # element by element and accepts them, so its float warnings say nothing here.
     try:
         with np.errstate(over="ignore", invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # e.g. "X does not have valid feature names"
-            return frontends.frontend_for(model).reference_outputs(model, X, raw, ens)
+            if pipeline is not None and len(pipeline.steps) > 1:
+                X = pipeline[:-1].transform(X)
+            out = frontends.frontend_for(model).reference_outputs(model, X, raw, ens)
+            return out, np.asarray(X.toarray() if hasattr(X, "toarray") else X)  # (sparse from a one-hot encoder)
     except Exception as exc:  # the library refuses the rows (inf, NaN where unsupported, ...)
         raise DataError(f"the model itself rejects the data: {type(exc).__name__}: {exc}") from exc

@@ -75,7 +75,7 @@ FORMS: dict[str, FormSpec] = {
 
 #: Not a form: picks the fastest exact form within the memory budget (tree2mat.forms.auto).
 AUTO = "auto"
-DEFAULT_FORM = AUTO
+DEFAULT_FORM: str = AUTO
 
 
 def check_form(name: str) -> FormSpec:

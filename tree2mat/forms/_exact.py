@@ -8,9 +8,9 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
+from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms import _heads, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions, tensor_info
-from tree2mat.errors import UnsupportedModelError
 from tree2mat.ir.core import Ensemble, Tree
 
 #: ``exit_leaf(g, ens, st, x, opts)``: from the compared input ``x`` [N, F] to the leaf ids
@@ -48,7 +48,7 @@ def trees_first(g: GraphBuilder, st: _layout.Stacked, bits: str, hint: str) -> s
 
 #: Element types of the path-matching MatMul, and the largest integer each holds exactly. Only
 #: integers pass through it (small integer entries; sums bounded by the depth or the node count).
-MATMUL_DTYPES = {"float32": 2**24, "float16": 2**11, "int8": 2**31 - 1}
+MATMUL_DTYPES: dict[str, int] = {"float32": 2**24, "float16": 2**11, "int8": 2**31 - 1}
 
 
 def size_groups(n_internal: np.ndarray, max_groups: int = 4, slack: float = 1.1) -> list[np.ndarray]:
@@ -149,7 +149,7 @@ def exit_by_scores(
     bits = _layout.test_bits(g, ens, st, x, tests, [(trees, n) for trees, n, *_ in groups], right=not with_bias, ones=with_bias)
     single = len(groups) == 1
     leaves = []
-    for k, ((trees, _, m, _), r) in enumerate(zip(groups, bits)):
+    for k, ((_, _, m, _), r) in enumerate(zip(groups, bits)):
         name = f"{hint}{k}"
         if matmul == "float32":
             r = g.op("Cast", [r], f"{name}_r", to=onnx.TensorProto.FLOAT)

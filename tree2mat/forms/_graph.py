@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
+from numpy.typing import DTypeLike
 from onnx import TensorProto, helper, numpy_helper
 
 from tree2mat import __version__
@@ -67,14 +69,15 @@ class GraphBuilder:
             )
         if arr.dtype.kind in "US" or arr.dtype == object:
             tensor = helper.make_tensor(
-                self.fresh(hint), TensorProto.STRING, arr.shape, [str(v).encode() for v in arr.ravel()]
+                # (a STRING tensor takes a list of bytes, which onnx's annotation of vals leaves out)
+                self.fresh(hint), TensorProto.STRING, arr.shape, [str(v).encode() for v in arr.ravel()],  # type: ignore[misc]
             )
         else:
             tensor = numpy_helper.from_array(np.ascontiguousarray(arr), self.fresh(hint))
         self.initializers.append(tensor)
         return tensor.name
 
-    def op(self, op_type: str, inputs: Sequence[str], hint: str | None = None, out: str | None = None, **attrs: object) -> str:
+    def op(self, op_type: str, inputs: Sequence[str], hint: str | None = None, out: str | None = None, **attrs: Any) -> str:
         name = out or self.fresh(hint or op_type.lower())
         self.nodes.append(
             helper.make_node(op_type, list(inputs), [name], name=self.fresh(f"n_{name}"), **attrs)
@@ -133,6 +136,6 @@ def softplus(g: GraphBuilder, m: str, hint: str) -> str:
     return g.op("Add", [g.op("Max", [m, g.const(np.float64(0), f"{hint}_zero")], f"{hint}_pos"), tail], hint)
 
 
-def tensor_info(name: str, dtype: np.dtype | str, shape: Sequence[int | str]) -> onnx.ValueInfoProto:
+def tensor_info(name: str, dtype: DTypeLike, shape: Sequence[int | str]) -> onnx.ValueInfoProto:
     elem = TensorProto.STRING if dtype == "string" else ONNX_TYPE[np.dtype(dtype)]
     return helper.make_tensor_value_info(name, elem, list(shape))

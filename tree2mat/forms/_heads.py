@@ -108,7 +108,7 @@ def emit(g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions) -> list[onn
     outs: list[onnx.ValueInfoProto] = []
     if ens.task is Task.CLASSIFICATION:
         _labels(g, ens, m)
-        shape = ["N"] if len(ens.classes) == 1 else ["N", len(ens.classes)]
+        shape: list[int | str] = ["N"] if len(ens.classes) == 1 else ["N", len(ens.classes)]
         outs.append(tensor_info("label", label_dtype(ens.classes), shape))
     if ens.task is Task.OUTLIER:
         outs.extend(_outlier(g, ens, m, opts))

@@ -11,6 +11,7 @@ gathered by leaf id in float64, never multiplied."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 import onnx
@@ -90,7 +91,7 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
         values[rows, fold] = base[fold] + values[rows, fold]
         pending[fold] = False
     base_rest = np.where(pending, base, 0) if ens.aggregation is Aggregation.SUM else base
-    zero_missing = None
+    zero_missing: np.ndarray | None = None
     if any(t.zero_missing.size for t in ens.trees):
         zero_missing = np.zeros((T, I), bool)
         for t, tree in enumerate(ens.trees):
@@ -127,7 +128,18 @@ def _linear(ens: Ensemble, L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] 
     return const, feature, coef
 
 
-def _categorical(ens: Ensemble, I: int, cmp: np.dtype) -> dict[str, np.ndarray]:
+class _Categorical(TypedDict):
+    """:class:`Stacked`'s categorical fields."""
+
+    cat_position: np.ndarray
+    cat_slot: np.ndarray
+    cat_features: np.ndarray
+    cat_values: np.ndarray
+    cat_direction: np.ndarray
+    cat_nan_left: np.ndarray | None
+
+
+def _categorical(ens: Ensemble, I: int, cmp: np.dtype) -> _Categorical:
     """Per categorical feature the sorted union of its category values; per categorical node a
     direction for each code (0 = a value that is no category of the feature, or NaN)."""
     per_feature = _category_sets(ens)
@@ -270,7 +282,7 @@ def node_tests(ens: Ensemble, st: Stacked) -> NodeTests:
     inf = st.threshold.dtype.type(np.inf)
     valid = np.arange(I)[None, :] < np.asarray([t.n_internal for t in ens.trees])[:, None]
     zero = np.zeros((T, I), bool) if st.zero_missing is None else st.zero_missing.reshape(T, I)
-    cat = np.zeros(T * I, bool)
+    cat: np.ndarray = np.zeros(T * I, bool)
     cat[st.cat_position] = True
     cat = cat.reshape(T, I)
     nan_left = np.isneginf(st.nan_fill)

@@ -106,7 +106,6 @@ def check_budget(form: str, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY)
 
 def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY) -> Choice:
     """The exact form auto picks for ``ens`` within ``max_memory`` bytes, and why."""
-    from tree2mat.forms import FORMS
 
     estimates = [estimate(name, ens, max_memory) for name in ("bitvector", "sign", "traverse")]
     fitting = [e for e in estimates if e.fits]

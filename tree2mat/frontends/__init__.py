@@ -114,11 +114,21 @@ def resolve(model_or_path: Any) -> Any:
 def load_model(model_or_path: Any) -> tuple[Any, Ensemble]:
     """The model object (see :func:`resolve`) and its validated IR; an error about a file's
     content names the file."""
+    model = load_object(model_or_path)
+    return model, named(model_or_path, to_ensemble, model)
+
+
+def load_object(model_or_path: Any) -> Any:
+    """The model object of an object or a file path; an error names the file."""
+    return named(model_or_path, resolve, model_or_path)
+
+
+def named(model_or_path: Any, step: Callable[[Any], Any], arg: Any) -> Any:
+    """``step(arg)``, its errors naming the file when ``model_or_path`` is one."""
     if not isinstance(model_or_path, (str, Path)):
-        return model_or_path, to_ensemble(model_or_path)
+        return step(arg)
     try:
-        model = resolve(model_or_path)
-        return model, to_ensemble(model)
+        return step(arg)
     except Tree2MatError as exc:
         if str(model_or_path) in str(exc):
             raise

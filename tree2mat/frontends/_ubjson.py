@@ -60,7 +60,7 @@ class _Reader:
         marker = self.marker()
         if marker not in _NUMBERS or chr(marker) in "dD":
             raise self.error(f"a length must be an integer, found marker {chr(marker)!r}", at)
-        n = self.number(marker)
+        n = int(self.number(marker))  # (an integer marker: not d/D)
         if n < 0:
             raise self.error(f"negative length {n}", at)
         if n * item_bytes > len(self.data) - self.pos:

@@ -218,6 +218,7 @@ def _tree(block: dict[str, str], where: str) -> Tree:
     )
     if tree.n_internal != n_int or tree.n_leaves != n_leaves:
         raise ModelFileError(f"{where}: ill-formed LightGBM model: some nodes are not reachable from the root")
+    assert tree.leaf_source_id is not None  # (tree_from_nodes numbers the leaves)
     order = tree.leaf_source_id - n_int  # LightGBM's leaf index of each IR leaf
     extras: dict[str, Any] = {"leaf_source_id": order}
     linear = block.get("is_linear", "0")

@@ -34,7 +34,17 @@ _SAFE: ContextVar[bool | None] = ContextVar("tree2mat_safe", default=None)
 @contextmanager
 def safe_loading(on: bool = True) -> Iterator[None]:
     """Within the block, model files are loaded in safe mode (``on``) or not, whatever
-    ``TREE2MAT_SAFE`` says."""
+    ``TREE2MAT_SAFE`` says. Safe mode refuses pickles before opening them.
+
+    >>> import joblib, os, tempfile, tree2mat
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.joblib")
+    >>> _ = joblib.dump({"any": "object"}, path)
+    >>> with tree2mat.safe_loading():
+    ...     tree2mat.load(path)
+    Traceback (most recent call last):
+    ...
+    tree2mat.errors.ModelFileError: ...model.joblib: safe mode refuses pickle files (loading one can run any code); ...
+    """
     token = _SAFE.set(on)
     try:
         yield

@@ -311,8 +311,8 @@ def to_ensemble(model: Any) -> Ensemble:
     if name == "Pipeline" and hasattr(model, "steps"):
         steps = ", ".join(f"{step}={_name(est)}" for step, est in model.steps)
         raise UnsupportedModelError(
-            f"scikit-learn Pipeline ({steps}) is not supported yet; convert its tree step "
-            "(pipeline[-1]) and apply the other steps before the graph"
+            f"scikit-learn Pipeline ({steps}): convert and verify take a whole pipeline (through "
+            "skl2onnx, the pipelines extra); this command takes a tree model, such as its tree step pipeline[-1]"
         )
     if name not in ESTIMATORS:
         raise UnsupportedModelError(

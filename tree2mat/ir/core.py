@@ -279,7 +279,7 @@ class Tree:
         const, feat, coef = arrays
         L = self.n_leaves
         if (
-            not all(isinstance(a, np.ndarray) for a in arrays)
+            not isinstance(const, np.ndarray) or not isinstance(feat, np.ndarray) or not isinstance(coef, np.ndarray)
             or const.shape != (L,) or feat.ndim != 2 or feat.shape[0] != L or coef.shape != feat.shape
             or not np.issubdtype(feat.dtype, np.integer) or self.n_outputs != 1
         ):
@@ -297,14 +297,15 @@ def _bfs_and_leaf_order(left: np.ndarray, right: np.ndarray) -> tuple[list[int],
     """Internal node ids in breadth-first order and leaf ids left to right, from the root."""
     if left.shape[0] == 0:
         return [], []
-    bfs, queue = [], [0]
+    bfs: list[int] = []
+    queue = [0]
     while queue:
-        nxt = []
+        nxt: list[int] = []
         for node in queue:
             bfs.append(node)
             nxt.extend(int(c) for c in (left[node], right[node]) if c >= 0)
         queue = nxt
-    leaves = []
+    leaves: list[int] = []
     _collect_leaves(left, right, leaves)
     return bfs, leaves
 

@@ -90,7 +90,12 @@ def source_leaf_ids(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
     """The leaf of each row and tree in the source library's own numbering (``leaf_source_id``:
     scikit-learn's ``apply``, XGBoost's and LightGBM's ``pred_leaf``), int64 [N, T]."""
     leaves = apply(ensemble, X)
-    return np.stack([t.leaf_source_id[leaves[:, i]] for i, t in enumerate(ensemble.trees)], axis=1)
+    ids = []
+    for i, t in enumerate(ensemble.trees):
+        if t.leaf_source_id is None:
+            raise ValueError(f"tree {i} has no leaf_source_id (the source library's leaf numbering)")
+        ids.append(t.leaf_source_id[leaves[:, i]])
+    return np.stack(ids, axis=1)
 
 
 def linear_outputs(tree: Tree, X: np.ndarray, leaves: np.ndarray) -> np.ndarray:
@@ -124,6 +129,7 @@ def margin(ensemble: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) 
     for t, tree in enumerate(ensemble.trees):
         k = int(ensemble.output_index[t])
         if tree.is_linear:
+            assert Xs is not None  # (prepared above: the ensemble has a linear tree)
             contrib = linear_outputs(tree, Xs, leaves[:, t]).astype(acc)[:, None]
         else:
             contrib = tree.value.astype(acc)[leaves[:, t]]

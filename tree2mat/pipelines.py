@@ -1,0 +1,397 @@
+"""Whole scikit-learn pipelines through skl2onnx, every tree step a tree2mat form.
+
+:func:`register_skl2onnx` registers tree2mat's converter with skl2onnx for each supported tree
+estimator (scikit-learn's, and the scikit-learn estimators of XGBoost and LightGBM when they are
+installed: the role onnxmltools' converters play in a skl2onnx pipeline). ``skl2onnx.to_onnx``
+then emits the standard-operator graph of a tree2mat form for every tree step, and skl2onnx's
+own operators for the rest of the pipeline.
+
+:func:`convert_pipeline` (what ``tree2mat.convert`` calls for a ``Pipeline``) does that for a
+pipeline that takes one numeric matrix, in float64 by default: skl2onnx's scalers then compute
+what scikit-learn computes (in float32 they round differently, and rows near a threshold take
+the other branch: 676 of 20 000 rows through a StandardScaler, benchmarks/RESULTS.md).
+
+>>> import numpy as np, skl2onnx, tree2mat
+>>> from sklearn.datasets import load_iris
+>>> from sklearn.ensemble import RandomForestClassifier
+>>> from sklearn.pipeline import make_pipeline
+>>> from sklearn.preprocessing import StandardScaler
+>>> X, y = load_iris(return_X_y=True)
+>>> pipe = make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=5, random_state=0)).fit(X, y)
+>>> names = tree2mat.register_skl2onnx(form="sign")
+>>> onx = skl2onnx.to_onnx(pipe, X[:1], options={"zipmap": False})
+>>> sorted({n.op_type for n in onx.graph.node} & {"TreeEnsembleClassifier", "TreeEnsemble", "MatMul"})
+['MatMul']
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+
+from tree2mat.errors import OptionError, Tree2MatError, UnsupportedModelError
+from tree2mat.forms import AUTO, DEFAULT_FORM, DEFAULT_OPSET, MIN_OPSET, check_form
+
+EXTRA = "pip install 'tree2mat[pipelines]'"
+
+#: Estimators whose converter :func:`register_skl2onnx` registers: module -> class names. The
+#: outlier detector is left to skl2onnx (its output layout is not a tree2mat graph's).
+TREE_ESTIMATORS: dict[str, tuple[str, ...]] = {
+    "sklearn.tree": ("DecisionTreeClassifier", "DecisionTreeRegressor", "ExtraTreeClassifier", "ExtraTreeRegressor"),
+    "sklearn.ensemble": (
+        "RandomForestClassifier", "RandomForestRegressor", "ExtraTreesClassifier", "ExtraTreesRegressor",
+        "GradientBoostingClassifier", "GradientBoostingRegressor",
+        "HistGradientBoostingClassifier", "HistGradientBoostingRegressor",
+    ),
+    "xgboost": ("XGBClassifier", "XGBRegressor", "XGBRFClassifier", "XGBRFRegressor", "XGBRanker"),
+    "lightgbm": ("LGBMClassifier", "LGBMRegressor", "LGBMRanker"),
+}
+
+
+@dataclass(frozen=True)
+class _Settings:
+    form: str = DEFAULT_FORM
+    max_memory: int | None = None
+    matmul: str = "float32"
+    temperature: float | None = None
+
+
+_settings = _Settings()
+#: The metadata of each tree step's graph built by the running :func:`convert_pipeline`.
+_built: list[dict[str, str]] = []
+
+
+def _skl2onnx() -> Any:
+    try:
+        return importlib.import_module("skl2onnx")
+    except ImportError:
+        raise UnsupportedModelError(f"a scikit-learn Pipeline is converted through skl2onnx, which is not installed: {EXTRA}") from None
+
+
+def _classes() -> Iterator[type]:
+    for module_name, names in TREE_ESTIMATORS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:  # an optional library: nothing of it can be in a pipeline
+            continue
+        for name in names:
+            yield getattr(module, name)
+
+
+def register_skl2onnx(
+    form: str = DEFAULT_FORM, *, max_memory: int | None = None, matmul: str = "float32", temperature: float | None = None,
+) -> list[str]:
+    """Make ``skl2onnx.to_onnx`` emit tree2mat's graph for every supported tree estimator.
+
+    ``form`` and the other options are those of :func:`tree2mat.convert`; each tree step's graph
+    takes the element type skl2onnx gives it (float or double) and the opset of the conversion
+    (13 at least). A later call replaces the settings. Also registers a standard-operator
+    converter for ``SimpleImputer`` on double inputs (skl2onnx's uses ``ai.onnx.ml.Imputer``, which
+    onnxruntime runs on float only). Returns the names of the estimators registered.
+
+    >>> import tree2mat
+    >>> "RandomForestClassifier" in tree2mat.register_skl2onnx(form="bitvector")
+    True
+    """
+    skl2onnx = _skl2onnx()
+    if form != AUTO:
+        check_form(form)
+    global _settings
+    _settings = _Settings(form, max_memory, matmul, temperature)
+    options = {"zipmap": [True, False, "columns"], "nocl": [False], "output_class_labels": [False]}
+    registered = []
+    for cls in _classes():
+        is_classifier = cls.__name__.endswith("Classifier")
+        skl2onnx.update_registered_converter(
+            cls, f"Tree2mat{cls.__name__}", _shape_calculator, _converter, overwrite=True,
+            options=options if is_classifier else None,
+        )
+        registered.append(cls.__name__)
+    _register_imputer(skl2onnx)
+    return registered
+
+
+# ------------------------------------------------------------------ the converter of a tree step
+
+
+def _target_opset(operator: Any) -> int:
+    target = operator.target_opset
+    if isinstance(target, dict):
+        target = target.get("")
+    if target is None:
+        return DEFAULT_OPSET
+    if int(target) < MIN_OPSET:
+        raise OptionError(f"tree2mat's graphs need opset {MIN_OPSET} or newer; the conversion targets opset {target}")
+    return min(int(target), DEFAULT_OPSET)
+
+
+def _element_type(operator: Any) -> str:
+    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
+
+    kind = operator.inputs[0].type
+    if isinstance(kind, DoubleTensorType):
+        return "float64"
+    if isinstance(kind, FloatTensorType):
+        return "float32"
+    raise UnsupportedModelError(
+        f"{type(operator.raw_operator).__name__} in a pipeline gets {type(kind).__name__} input; "
+        "tree2mat's graphs take float or double"
+    )
+
+
+def _variable_type(value: onnx.ValueInfoProto) -> Any:
+    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType, Int64TensorType, StringTensorType
+
+    tt = value.type.tensor_type
+    shape = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+    kinds: dict[int, Any] = {
+        onnx.TensorProto.FLOAT: FloatTensorType, onnx.TensorProto.DOUBLE: DoubleTensorType,
+        onnx.TensorProto.INT64: Int64TensorType, onnx.TensorProto.STRING: StringTensorType,
+    }
+    return kinds[tt.elem_type](shape)
+
+
+def tree_step_graph(model: Any, dtype: str, opset: int) -> onnx.ModelProto:
+    """The tree2mat graph of one tree step under the registered settings."""
+    from tree2mat.convert import convert, load
+
+    ens = load(model)
+    if len(ens.classes) > 1:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} has {len(ens.classes)} outputs; in a skl2onnx pipeline tree2mat "
+            "converts single-output classifiers (convert the estimator alone for multi-output)"
+        )
+    s = _settings
+    return convert(ens, s.form, dtype=dtype, opset=opset, max_memory=s.max_memory, matmul=s.matmul, temperature=s.temperature)
+
+
+def _shape_calculator(operator: Any) -> None:
+    """Build the step's graph (once) and give skl2onnx's variables its outputs' types."""
+    graph = tree_step_graph(operator.raw_operator, _element_type(operator), _target_opset(operator))
+    operator.tree2mat_graph = graph
+    operator.tree2mat_meta = {p.key: p.value for p in graph.metadata_props}
+    _built.append(operator.tree2mat_meta)
+    outputs = {o.name: o for o in graph.graph.output}
+    # ZipMap (skl2onnx's default after a classifier) takes float probabilities only: as skl2onnx's
+    # own converters do, a double graph's probabilities are cast to float for it.
+    zipmap = hasattr(operator.raw_operator, "classes_") and operator.scope_inst.get_options(
+        operator.raw_operator, dict(zipmap=True)).get("zipmap", True) is not False
+    operator.tree2mat_to_float = set()
+    for var in operator.outputs:
+        if var.raw_name not in outputs:
+            raise UnsupportedModelError(
+                f"skl2onnx expects an output {var.raw_name!r} from {type(operator.raw_operator).__name__}; "
+                f"tree2mat's graph has {', '.join(outputs)}"
+            )
+        var.type = _variable_type(outputs[var.raw_name])
+        if zipmap and var.raw_name == "probabilities" and outputs[var.raw_name].type.tensor_type.elem_type == onnx.TensorProto.DOUBLE:
+            from skl2onnx.common.data_types import FloatTensorType
+
+            var.type = FloatTensorType(var.type.shape)
+            operator.tree2mat_to_float.add(var.raw_name)
+
+
+def _converter(scope: Any, operator: Any, container: Any) -> None:
+    """Copy the step's graph into skl2onnx's, every name made unique in its scope."""
+    graph = operator.tree2mat_graph
+    names = {graph.graph.input[0].name: operator.inputs[0].full_name}
+    names.update({var.raw_name: var.full_name for var in operator.outputs if var.raw_name not in operator.tree2mat_to_float})
+
+    def rename(name: str) -> str:
+        if name and name not in names:
+            names[name] = scope.get_unique_variable_name(f"t2m_{name}")
+        return names.get(name, name)
+
+    for init in graph.graph.initializer:
+        tensor = onnx.TensorProto()
+        tensor.CopyFrom(init)
+        tensor.name = rename(init.name)
+        container.initializers.append(tensor)
+    for node in graph.graph.node:
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        del new.input[:], new.output[:]
+        new.input.extend(rename(i) for i in node.input)
+        new.output.extend(rename(o) for o in node.output)
+        new.name = scope.get_unique_operator_name(f"t2m_{node.op_type}")
+        container.nodes.append(new)
+    leaf = operator.tree2mat_meta.get("tree2mat.leaf_tensor")
+    if leaf in names:  # where the step's leaf ids are in the whole graph (verify checks routing there)
+        operator.tree2mat_meta["tree2mat.leaf_tensor"] = names[leaf]
+    for var in operator.outputs:
+        if var.raw_name in operator.tree2mat_to_float:
+            container.add_node("Cast", [rename(var.raw_name)], [var.full_name], to=onnx.TensorProto.FLOAT,
+                               name=scope.get_unique_operator_name("t2m_CastForZipMap"))
+    for entry in graph.opset_import:
+        container.node_domain_version_pair_sets.add((entry.domain, entry.version))
+
+
+# ------------------------------------------------------- SimpleImputer on doubles, standard ops
+
+
+def _register_imputer(skl2onnx: Any) -> None:
+    from skl2onnx.common._registration import get_shape_calculator
+    from skl2onnx.operator_converters.imputer_op import convert_sklearn_imputer
+    from sklearn.impute import SimpleImputer
+
+    shape = get_shape_calculator("SklearnSimpleImputer")
+
+    def convert(scope: Any, operator: Any, container: Any) -> None:
+        from skl2onnx.common.data_types import DoubleTensorType
+
+        if not isinstance(operator.inputs[0].type, DoubleTensorType):
+            return convert_sklearn_imputer(scope, operator, container)
+        _convert_imputer_double(scope, operator, container)
+        return None
+
+    skl2onnx.update_registered_converter(SimpleImputer, "SklearnSimpleImputer", shape, convert, overwrite=True)
+
+
+def _convert_imputer_double(scope: Any, operator: Any, container: Any) -> None:
+    """``where(x is missing, statistic, x)`` in double: what ``SimpleImputer.transform`` computes."""
+    imputer = operator.raw_operator
+    stats = np.asarray(imputer.statistics_, dtype=np.float64)
+    missing = imputer.missing_values
+    if getattr(imputer, "add_indicator", False):
+        raise UnsupportedModelError("SimpleImputer(add_indicator=True) on double inputs is not supported")
+    if np.isnan(stats).any() and not getattr(imputer, "keep_empty_features", False):
+        raise UnsupportedModelError(
+            "SimpleImputer dropped all-missing columns (statistics NaN); refit it with keep_empty_features=True"
+        )
+    if len(operator.inputs) != 1:
+        raise UnsupportedModelError("SimpleImputer on double inputs takes one input matrix")
+    x = operator.inputs[0].full_name
+    is_missing = scope.get_unique_variable_name("imputer_missing")
+    values = scope.get_unique_variable_name("imputer_statistics")
+    container.add_initializer(values, onnx.TensorProto.DOUBLE, [1, stats.size], stats.tolist())
+    if isinstance(missing, float) and np.isnan(missing):
+        container.add_node("IsNaN", [x], [is_missing], name=scope.get_unique_operator_name("ImputerIsNaN"))
+    elif isinstance(missing, (int, float, np.number)) and not isinstance(missing, bool):
+        value = scope.get_unique_variable_name("imputer_missing_value")
+        container.add_initializer(value, onnx.TensorProto.DOUBLE, [], [float(missing)])
+        container.add_node("Equal", [x, value], [is_missing], name=scope.get_unique_operator_name("ImputerEqual"))
+    else:
+        raise UnsupportedModelError(f"SimpleImputer(missing_values={missing!r}) on double inputs is not supported")
+    container.add_node("Where", [is_missing, values, x], [operator.outputs[0].full_name],
+                       name=scope.get_unique_operator_name("ImputerWhere"))
+
+
+# ----------------------------------------------------------------- a whole pipeline, one matrix
+
+
+def is_pipeline(model: Any) -> bool:
+    return type(model).__name__ == "Pipeline" and type(model).__module__.startswith("sklearn.") and hasattr(model, "steps")
+
+
+def describe(pipeline: Any) -> str:
+    return "Pipeline(" + ", ".join(f"{name}={type(step).__name__}" for name, step in pipeline.steps) + ")"
+
+
+def n_features(pipeline: Any) -> int:
+    n = getattr(pipeline, "n_features_in_", None)
+    if n is None:
+        raise UnsupportedModelError(f"scikit-learn {describe(pipeline)} is not fitted (no n_features_in_)")
+    return int(n)
+
+
+def final_step(pipeline: Any) -> Any:
+    """The last step, which must be a tree model tree2mat converts (the pipeline's predictions
+    are its predictions, which ``verify`` compares with)."""
+    step = pipeline.steps[-1][1]
+    supported = [name for names in TREE_ESTIMATORS.values() for name in names]
+    if type(step).__name__ not in supported or type(step).__module__.split(".")[0] not in ("sklearn", "xgboost", "lightgbm"):
+        raise UnsupportedModelError(
+            f"{describe(pipeline)} ends in {type(step).__name__}; tree2mat converts pipelines that end in a tree "
+            f"model ({', '.join(supported)})"
+        )
+    return step
+
+
+def _refuse_strings(pipeline: Any) -> None:
+    """Category columns of strings cannot be one numeric matrix: say what to do instead."""
+    for est in _estimators(pipeline):
+        for cats in getattr(est, "categories_", []) or []:
+            if np.asarray(cats).dtype.kind in "OUS":
+                raise UnsupportedModelError(
+                    f"{type(est).__name__} in {describe(pipeline)} encodes string categories; tree2mat convert "
+                    "takes pipelines over one numeric matrix (for string columns call tree2mat.register_skl2onnx() "
+                    "and skl2onnx.to_onnx with one input per column)"
+                )
+
+
+def _estimators(model: Any) -> Iterator[Any]:
+    yield model
+    for _, step in getattr(model, "steps", []):
+        yield from _estimators(step)
+    for _, step, _ in getattr(model, "transformers_", []):
+        if not isinstance(step, str):
+            yield from _estimators(step)
+
+
+def convert_pipeline(
+    pipeline: Any, form: str = DEFAULT_FORM, *, dtype: str = "float64", opset: int | None = None,
+    max_memory: int | None = None, matmul: str = "float32", temperature: float | None = None,
+) -> tuple[onnx.ModelProto, list[dict[str, str]]]:
+    """One ONNX graph of a fitted ``Pipeline`` over one numeric matrix ``X`` [N, n_features_in_]:
+    skl2onnx's operators for the preprocessing, a tree2mat form for the tree step (see
+    :func:`register_skl2onnx`). Classifiers output ``label`` and ``probabilities`` (a tensor, no
+    ZipMap), regressors ``variable``. Also returns each tree step's graph metadata (a pipeline
+    without a tree step tree2mat converts is refused)."""
+    skl2onnx = _skl2onnx()
+    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
+
+    newest = min(DEFAULT_OPSET, int(skl2onnx.__max_supported_opset__))
+    if opset is None:
+        opset = newest
+    elif opset > newest:
+        raise OptionError(f"opset {opset} is not supported for a pipeline: skl2onnx {skl2onnx.__version__} converts up to opset {newest}")
+    n = n_features(pipeline)
+    final_step(pipeline)
+    _refuse_strings(pipeline)
+    register_skl2onnx(form, max_memory=max_memory, matmul=matmul, temperature=temperature)
+    kind = {"float64": DoubleTensorType, "float32": FloatTensorType}[dtype]
+    names = getattr(pipeline, "feature_names_in_", None)
+    by_name = names is not None and _selects_by_name(pipeline)
+    inputs = [(str(c), kind([None, 1])) for c in names] if by_name and names is not None else [("X", kind([None, n]))]
+    options = {id(est): {"zipmap": False} for est in _estimators(pipeline) if hasattr(est, "classes_") and hasattr(est, "predict_proba")}
+    _built.clear()
+    try:
+        onx = skl2onnx.to_onnx(pipeline, initial_types=inputs, target_opset=opset, options=options)
+    except Tree2MatError:
+        raise
+    except Exception as exc:  # skl2onnx cannot convert a step: name it
+        raise UnsupportedModelError(
+            f"skl2onnx cannot convert {describe(pipeline)}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        ) from exc
+    if not _built:
+        raise UnsupportedModelError(f"{describe(pipeline)} has no tree step that tree2mat converts; skl2onnx alone converts it")
+    if by_name:
+        onx = _one_matrix_input(onx, kind is DoubleTensorType, n)
+    return onx, list(_built)
+
+
+def _selects_by_name(model: Any) -> bool:
+    return any(
+        any(isinstance(c, str) for c in np.atleast_1d(np.asarray(cols, dtype=object)))
+        for est in _estimators(model) for _, _, cols in getattr(est, "transformers_", [])
+    )
+
+
+def _one_matrix_input(onx: onnx.ModelProto, double: bool, n: int) -> onnx.ModelProto:
+    """Replace the per-column inputs (skl2onnx's way to select columns by name) by one matrix
+    ``X`` [N, n] (another name if a column is called X) split into them, in the column order the pipeline was fitted with."""
+    columns = [i.name for i in onx.graph.input]
+    name = next(c for c in ("X", "tree2mat_X", "tree2mat_input") if c not in columns)
+    elem = onnx.TensorProto.DOUBLE if double else onnx.TensorProto.FLOAT
+    sizes = onnx.numpy_helper.from_array(np.ones(n, dtype=np.int64), "tree2mat_split_sizes")
+    split = onnx.helper.make_node("Split", [name, sizes.name], columns, axis=1, name="tree2mat_split_columns")
+    del onx.graph.input[:]
+    onx.graph.input.append(onnx.helper.make_tensor_value_info(name, elem, [None, n]))
+    onx.graph.initializer.append(sizes)
+    onx.graph.node.insert(0, split)
+    return onx
