@@ -36,6 +36,16 @@ from test_cli import one_line_error
 NUM, CODE = [0, 1, 3], [2]
 
 
+@pytest.fixture(autouse=True)
+def skl2onnx_as_it_was():
+    """register_skl2onnx changes skl2onnx for the process (its job): undone after each test, so
+    other tests' skl2onnx (the bench peers) is skl2onnx's own."""
+    from tree2mat.pipelines import restored
+
+    with restored():
+        yield
+
+
 def table(n: int, seed: int, holes: bool) -> np.ndarray:
     """Columns: a rounded measurement, a noisy one (NaN in 10 % with ``holes``), a category code
     (0-3, as numbers), a skewed rounded amount: ties and repeated values, as real tables have."""
@@ -115,6 +125,8 @@ def test_columns_selected_by_name_become_one_matrix():
     assert [i.name for i in onx.graph.input] == ["X"]
     got = run_onnx(onx, X)
     assert_matches(got, expected(pipe, df), X, tree2mat.load(pipe.steps[-1][1]))
+    report = tree2mat.verify(pipe, onx, X)  # rows as a matrix; the pipeline gets them by name
+    assert report.passed and "routing" in {o.name for o in report.outputs}, report.summary()
 
 
 def test_float32_preprocessing_is_caught_by_verify():
@@ -235,3 +247,24 @@ def test_readme_pipeline_example(tmp_path, capsys):
     assert main(["verify", str(tmp_path / "pipeline.joblib"), str(tmp_path / "pipeline.onnx"), "--data", str(tmp_path / "rows.npy")]) == 0
     out = capsys.readouterr().out
     assert "routing        cpu          442         0" in out and out.rstrip().endswith("PASS")
+
+
+def test_convert_leaves_skl2onnx_as_it_was():
+    """A pipeline convert registers tree2mat's converters for its own conversion only: skl2onnx
+    alone still emits its TreeEnsemble afterwards (the bench peer must stay skl2onnx's)."""
+    pipe, X = iris_pipeline()
+    tree2mat.convert(pipe)
+    alone = skl2onnx.to_onnx(pipe.steps[-1][1], X[:1].astype(np.float32))
+    assert "TreeEnsembleClassifier" in {n.op_type for n in alone.graph.node}
+
+
+def test_xgboost_after_sparse_rows_is_refused():
+    """XGBoost reads the entries a sparse matrix leaves out as missing, not 0: such a pipeline
+    disagrees with any dense graph, so it is refused; dense one-hot rows convert exactly."""
+    X = table(800, 6, False)
+    y = target(X, "binary")
+    sparse = make_pipeline(OneHotEncoder(handle_unknown="ignore"), XGBClassifier(n_estimators=5, max_depth=3)).fit(X[:, CODE], y)
+    with pytest.raises(UnsupportedModelError, match="sparse_output=False"):
+        tree2mat.convert(sparse)
+    dense = make_pipeline(OneHotEncoder(handle_unknown="ignore", sparse_output=False), XGBClassifier(n_estimators=5, max_depth=3)).fit(X[:, CODE], y)
+    assert tree2mat.verify(dense, tree2mat.convert(dense), X[:, CODE]).passed

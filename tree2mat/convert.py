@@ -179,8 +179,9 @@ def _convert_pipeline(
         # verify checks the routing of the last step (it has scikit-learn's rows for it)
         **({"tree2mat.leaf_tensor": steps[-1]["tree2mat.leaf_tensor"]} if len(steps) == 1 and "tree2mat.leaf_tensor" in steps[-1] else {}),
     })
-    step("checking the graph")
-    onnx.checker.check_model(model, full_check=True)
+    if not needs_external_data(model):  # (too large for an in-memory check: save checks the file)
+        step("checking the graph")
+        onnx.checker.check_model(model, full_check=True)
     return model
 
 

@@ -26,6 +26,7 @@ the other branch: 676 of 20 000 rows through a StandardScaler, benchmarks/RESULT
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -62,8 +63,9 @@ class _Settings:
 
 
 _settings = _Settings()
-#: The metadata of each tree step's graph built by the running :func:`convert_pipeline`.
-_built: list[dict[str, str]] = []
+#: The metadata of each tree step's graph built by the running :func:`convert_pipeline` (None
+#: outside it).
+_built: list[dict[str, str]] | None = None
 
 
 def _skl2onnx() -> Any:
@@ -175,7 +177,8 @@ def _shape_calculator(operator: Any) -> None:
     graph = tree_step_graph(operator.raw_operator, _element_type(operator), _target_opset(operator))
     operator.tree2mat_graph = graph
     operator.tree2mat_meta = {p.key: p.value for p in graph.metadata_props}
-    _built.append(operator.tree2mat_meta)
+    if _built is not None:
+        _built.append(operator.tree2mat_meta)
     outputs = {o.name: o for o in graph.graph.output}
     # ZipMap (skl2onnx's default after a classifier) takes float probabilities only: as skl2onnx's
     # own converters do, a double graph's probabilities are cast to float for it.
@@ -244,6 +247,8 @@ def _register_imputer(skl2onnx: Any) -> None:
     def convert(scope: Any, operator: Any, container: Any) -> None:
         from skl2onnx.common.data_types import DoubleTensorType
 
+        if getattr(operator.raw_operator, "add_indicator", False):  # (skl2onnx's graph gets the width wrong)
+            raise UnsupportedModelError("SimpleImputer(add_indicator=True) is not supported in a pipeline tree2mat converts")
         if not isinstance(operator.inputs[0].type, DoubleTensorType):
             return convert_sklearn_imputer(scope, operator, container)
         _convert_imputer_double(scope, operator, container)
@@ -257,8 +262,6 @@ def _convert_imputer_double(scope: Any, operator: Any, container: Any) -> None:
     imputer = operator.raw_operator
     stats = np.asarray(imputer.statistics_, dtype=np.float64)
     missing = imputer.missing_values
-    if getattr(imputer, "add_indicator", False):
-        raise UnsupportedModelError("SimpleImputer(add_indicator=True) on double inputs is not supported")
     if np.isnan(stats).any() and not getattr(imputer, "keep_empty_features", False):
         raise UnsupportedModelError(
             "SimpleImputer dropped all-missing columns (statistics NaN); refit it with keep_empty_features=True"
@@ -297,6 +300,17 @@ def n_features(pipeline: Any) -> int:
     if n is None:
         raise UnsupportedModelError(f"scikit-learn {describe(pipeline)} is not fitted (no n_features_in_)")
     return int(n)
+
+
+def as_fitted(pipeline: Any, X: np.ndarray) -> Any:
+    """Rows as the pipeline was fitted on them: a DataFrame with its column names when it was
+    fitted on one (a ColumnTransformer may select columns by name), else ``X``."""
+    names = getattr(pipeline, "feature_names_in_", None)
+    if names is None:
+        return X
+    import pandas as pd
+
+    return pd.DataFrame(X, columns=list(names))
 
 
 def final_step(pipeline: Any) -> Any:
@@ -353,26 +367,77 @@ def convert_pipeline(
     n = n_features(pipeline)
     final_step(pipeline)
     _refuse_strings(pipeline)
-    register_skl2onnx(form, max_memory=max_memory, matmul=matmul, temperature=temperature)
+    _refuse_sparse_to_xgboost(pipeline)
     kind = {"float64": DoubleTensorType, "float32": FloatTensorType}[dtype]
     names = getattr(pipeline, "feature_names_in_", None)
     by_name = names is not None and _selects_by_name(pipeline)
     inputs = [(str(c), kind([None, 1])) for c in names] if by_name and names is not None else [("X", kind([None, n]))]
     options = {id(est): {"zipmap": False} for est in _estimators(pipeline) if hasattr(est, "classes_") and hasattr(est, "predict_proba")}
-    _built.clear()
-    try:
-        onx = skl2onnx.to_onnx(pipeline, initial_types=inputs, target_opset=opset, options=options)
-    except Tree2MatError:
-        raise
-    except Exception as exc:  # skl2onnx cannot convert a step: name it
-        raise UnsupportedModelError(
-            f"skl2onnx cannot convert {describe(pipeline)}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-        ) from exc
-    if not _built:
+    global _built
+    built: list[dict[str, str]] = []
+    with _registered(skl2onnx, _Settings(form, max_memory, matmul, temperature)):
+        _built = built
+        try:
+            onx = skl2onnx.to_onnx(pipeline, initial_types=inputs, target_opset=opset, options=options)
+        except Tree2MatError:
+            raise
+        except Exception as exc:  # skl2onnx cannot convert a step: name it
+            raise UnsupportedModelError(
+                f"skl2onnx cannot convert {describe(pipeline)}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            ) from exc
+        finally:
+            _built = None
+    if not built:
         raise UnsupportedModelError(f"{describe(pipeline)} has no tree step that tree2mat converts; skl2onnx alone converts it")
     if by_name:
         onx = _one_matrix_input(onx, kind is DoubleTensorType, n)
-    return onx, list(_built)
+    return onx, built
+
+
+@contextlib.contextmanager
+def _registered(skl2onnx: Any, settings: _Settings) -> Iterator[None]:
+    """tree2mat's converters registered for one conversion only (see :func:`restored`)."""
+    with restored():
+        register_skl2onnx(settings.form, max_memory=settings.max_memory, matmul=settings.matmul, temperature=settings.temperature)
+        yield
+
+
+@contextlib.contextmanager
+def restored() -> Iterator[None]:
+    """skl2onnx's converter registries, and the settings of :func:`register_skl2onnx`, as they
+    were before the block."""
+    from skl2onnx import _parse, _supported_operators
+    from skl2onnx.common import _registration
+
+    global _settings
+    pools = (_supported_operators.sklearn_operator_name_map, _registration._converter_pool,
+             _registration._shape_calculator_pool, _parse.sklearn_parsers_map)
+    saved, before = [dict(pool) for pool in pools], _settings
+    try:
+        yield
+    finally:
+        for pool, copy in zip(pools, saved):
+            pool.clear()
+            pool.update(copy)
+        _settings = before
+
+
+def _refuse_sparse_to_xgboost(pipeline: Any) -> None:
+    """XGBoost reads the entries a sparse matrix leaves out as missing, not as 0; the graph's
+    matrix is dense. Refuse when the step before it gives sparse rows."""
+    if type(pipeline.steps[-1][1]).__module__.split(".")[0] != "xgboost" or len(pipeline.steps) < 2:
+        return
+    step = pipeline.steps[-2][1]
+    while hasattr(step, "steps"):
+        step = step.steps[-1][1]
+    sparse = getattr(step, "sparse_output_", None)  # a fitted ColumnTransformer's choice
+    if sparse is None and type(step).__name__ == "OneHotEncoder":
+        sparse = getattr(step, "sparse_output", False)
+    if sparse:
+        raise UnsupportedModelError(
+            f"{describe(pipeline)}: {type(step).__name__} gives XGBoost sparse rows, whose absent entries XGBoost "
+            "treats as missing (not 0); refit with OneHotEncoder(sparse_output=False) or ColumnTransformer(sparse_threshold=0)"
+        )
 
 
 def _selects_by_name(model: Any) -> bool:
@@ -384,11 +449,16 @@ def _selects_by_name(model: Any) -> bool:
 
 def _one_matrix_input(onx: onnx.ModelProto, double: bool, n: int) -> onnx.ModelProto:
     """Replace the per-column inputs (skl2onnx's way to select columns by name) by one matrix
-    ``X`` [N, n] (another name if a column is called X) split into them, in the column order the pipeline was fitted with."""
+    ``X`` [N, n] (``X_1``... if a column is called X) split into them, in the column order the pipeline was fitted with."""
     columns = [i.name for i in onx.graph.input]
-    name = next(c for c in ("X", "tree2mat_X", "tree2mat_input") if c not in columns)
+    taken = set(columns) | {v for node in onx.graph.node for v in (*node.input, *node.output)} | {t.name for t in onx.graph.initializer}
+
+    def free(base: str) -> str:
+        return next(c for c in (base, *(f"{base}_{i}" for i in range(1, len(taken) + 2))) if c not in taken)
+
+    name = free("X")
     elem = onnx.TensorProto.DOUBLE if double else onnx.TensorProto.FLOAT
-    sizes = onnx.numpy_helper.from_array(np.ones(n, dtype=np.int64), "tree2mat_split_sizes")
+    sizes = onnx.numpy_helper.from_array(np.ones(n, dtype=np.int64), free("tree2mat_split_sizes"))
     split = onnx.helper.make_node("Split", [name, sizes.name], columns, axis=1, name="tree2mat_split_columns")
     del onx.graph.input[:]
     onx.graph.input.append(onnx.helper.make_tensor_value_info(name, elem, [None, n]))

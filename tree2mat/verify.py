@@ -705,7 +705,7 @@ def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool, pipeline: Any
         with np.errstate(over="ignore", invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # e.g. "X does not have valid feature names"
             if pipeline is not None and len(pipeline.steps) > 1:
-                X = pipeline[:-1].transform(X)
+                X = pipeline[:-1].transform(pipelines.as_fitted(pipeline, X))
             out = frontends.frontend_for(model).reference_outputs(model, X, raw, ens)
             return out, np.asarray(X.toarray() if hasattr(X, "toarray") else X)  # (sparse from a one-hot encoder)
     except Exception as exc:  # the library refuses the rows (inf, NaN where unsupported, ...)
