@@ -253,9 +253,13 @@ def test_convert_leaves_skl2onnx_as_it_was():
     """A pipeline convert registers tree2mat's converters for its own conversion only: skl2onnx
     alone still emits its TreeEnsemble afterwards (the bench peer must stay skl2onnx's)."""
     pipe, X = iris_pipeline()
+
+    def skl2onnx_alone() -> set[str]:
+        return {n.op_type for n in skl2onnx.to_onnx(pipe.steps[-1][1], X[:1].astype(np.float32)).graph.node}
+
+    assert "TreeEnsembleClassifier" in skl2onnx_alone()  # (no test left tree2mat's converters registered)
     tree2mat.convert(pipe)
-    alone = skl2onnx.to_onnx(pipe.steps[-1][1], X[:1].astype(np.float32))
-    assert "TreeEnsembleClassifier" in {n.op_type for n in alone.graph.node}
+    assert "TreeEnsembleClassifier" in skl2onnx_alone()
 
 
 def test_xgboost_after_sparse_rows_is_refused():
