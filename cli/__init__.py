@@ -153,8 +153,7 @@ def verify(
     """Check that ONNX reproduces MODEL: exit 0 pass, 1 mismatch, 2 bad input."""
     import tree2mat
 
-    if json_out is not None and str(json_out) != "-" and not json_out.parent.is_dir():
-        raise OptionError(f"--json {json_out}: no such directory {json_out.parent}")
+    _check_output("--json", json_out)
     with _Progress("verify", enabled=progress and data is not None) as shown:
         report = tree2mat.verify(model, onnx_file, data, device=device, rows=rows, atol=atol, rtol=rtol, seed=seed,
                                  progress=shown.update)
@@ -232,11 +231,8 @@ def bench(
     from tree2mat.bench import parse_batches, plot_report
     from tree2mat.forms.auto import parse_memory
 
-    for path, flag in ((json_out, "--json"), (plot, "--plot")):
-        if path is not None and str(path) != "-" and not path.parent.is_dir():
-            raise OptionError(f"{flag} {path}: no such directory {path.parent}")
-    if plot is not None and plot.suffix.lower() != ".png":
-        raise OptionError(f"--plot {plot}: the plot is a PNG; name the file *.png")
+    _check_output("--json", json_out)
+    _check_output("--plot", plot, png=True)
     report = run_bench(
         model, data, rows=rows, batches=parse_batches(batch), forms=tuple(f.strip() for f in form.split(",") if f.strip()),
         use_peers=peers, repeat=repeat, threads=threads, device=device,
@@ -289,11 +285,19 @@ def _check_png(png: Path, tree: int | None, fmt: str, output: Path | None) -> No
         raise OptionError("--png needs --tree K: it draws one tree")
     if output is not None or fmt != "text":
         raise OptionError("--png writes only the picture; run inspect again for -o / --format")
-    if png.suffix.lower() != ".png":
-        raise OptionError(f"--png {png}: the picture is a PNG; name the file *.png")
-    if not png.parent.is_dir():
-        raise OptionError(f"--png {png}: no such directory {png.parent}")
+    _check_output("--png", png, png=True)
     require_matplotlib("--png")
+
+
+def _check_output(flag: str, path: Path | None, png: bool = False) -> None:
+    """An output file option, checked before any work: its folder exists; a picture is named
+    *.png. A report's '-' is stdout (a picture has no '-')."""
+    if path is None or (str(path) == "-" and not png):
+        return
+    if png and path.suffix.lower() != ".png":
+        raise OptionError(f"{flag} {path}: the picture is a PNG; name the file *.png")
+    if not path.parent.is_dir():
+        raise OptionError(f"{flag} {path}: no such directory {path.parent}")
 
 
 def _write_npz(path: Path, mats: dict[str, np.ndarray]) -> None:

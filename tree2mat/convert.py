@@ -113,17 +113,16 @@ def convert(
     """
     reason = None
     graph_opset = DEFAULT_OPSET if opset is None else opset
+    tree_dtype = dtype or "float32"
+    budget = auto.DEFAULT_MAX_MEMORY if max_memory is None else max_memory
+    if not budget > 0:
+        raise OptionError(f"--max-memory must be positive, got {budget}")
     if form == AUTO:
         if temperature is not None or matmul != "float32":
             raise OptionError("--temperature and --matmul need an explicit --form (auto picks an exact float32 form)")
-        budget = auto.DEFAULT_MAX_MEMORY if max_memory is None else max_memory
-        if not budget > 0:
-            raise OptionError(f"--max-memory must be positive, got {budget}")
-        graph_options(dtype or "float32", graph_opset, raw, leaves)  # options checked before the model is read
+        graph_options(tree_dtype, graph_opset, raw, leaves)  # options checked before the model is read
     else:
-        if max_memory is not None and not max_memory > 0:
-            raise OptionError(f"--max-memory must be positive, got {max_memory}")
-        graph_options(dtype or "float32", graph_opset, raw, leaves, form, temperature, matmul)
+        graph_options(tree_dtype, graph_opset, raw, leaves, form, temperature, matmul)
     step = progress or (lambda _: None)
     step("reading the model")
     obj = frontends.load_object(model_or_path)
@@ -132,12 +131,12 @@ def convert(
         return _convert_pipeline(obj, form, dtype or "float64", opset, raw, leaves, temperature, matmul, max_memory, step)
     ens = frontends.named(model_or_path, frontends.to_ensemble, obj)
     if form == AUTO:
-        choice = auto.choose(ens, auto.DEFAULT_MAX_MEMORY if max_memory is None else max_memory)
+        choice = auto.choose(ens, budget)
         form, reason = choice.form, choice.reason
-        opts = graph_options(dtype or "float32", graph_opset, raw, leaves, form)
+        opts = graph_options(tree_dtype, graph_opset, raw, leaves, form)
     else:
-        opts = graph_options(dtype or "float32", graph_opset, raw, leaves, form, temperature, matmul)
-        auto.check_budget(form, ens, auto.DEFAULT_MAX_MEMORY if max_memory is None else max_memory)
+        opts = graph_options(tree_dtype, graph_opset, raw, leaves, form, temperature, matmul)
+        auto.check_budget(form, ens, budget)
     step(f"building the {form} graph of {ens.n_trees} trees")
     model = FORMS[form].build(ens, opts)
     _stamp(model, {
@@ -151,10 +150,7 @@ def convert(
         **({"tree2mat.matmul": opts.matmul} if opts.matmul != "float32" else {}),
         **({"tree2mat.auto": reason} if reason is not None else {}),
     })
-    if not needs_external_data(model):  # (too large for an in-memory check: save checks the file)
-        step("checking the graph")
-        onnx.checker.check_model(model, full_check=True)
-    return model
+    return _checked(model, step)
 
 
 def _convert_pipeline(
@@ -179,7 +175,13 @@ def _convert_pipeline(
         # verify checks the routing of the last step (it has scikit-learn's rows for it)
         **({"tree2mat.leaf_tensor": steps[-1]["tree2mat.leaf_tensor"]} if len(steps) == 1 and "tree2mat.leaf_tensor" in steps[-1] else {}),
     })
-    if not needs_external_data(model):  # (too large for an in-memory check: save checks the file)
+    return _checked(model, step)
+
+
+def _checked(model: onnx.ModelProto, step: Callable[[str], None]) -> onnx.ModelProto:
+    """``model`` after onnx's full check (a graph too large for an in-memory check is checked
+    by :func:`save`, from the file)."""
+    if not needs_external_data(model):
         step("checking the graph")
         onnx.checker.check_model(model, full_check=True)
     return model

@@ -375,7 +375,7 @@ def convert_pipeline(
     options = {id(est): {"zipmap": False} for est in _estimators(pipeline) if hasattr(est, "classes_") and hasattr(est, "predict_proba")}
     global _built
     built: list[dict[str, str]] = []
-    with _registered(skl2onnx, _Settings(form, max_memory, matmul, temperature)):
+    with _registered(_Settings(form, max_memory, matmul, temperature)):
         _built = built
         try:
             onx = skl2onnx.to_onnx(pipeline, initial_types=inputs, target_opset=opset, options=options)
@@ -395,7 +395,7 @@ def convert_pipeline(
 
 
 @contextlib.contextmanager
-def _registered(skl2onnx: Any, settings: _Settings) -> Iterator[None]:
+def _registered(settings: _Settings) -> Iterator[None]:
     """tree2mat's converters registered for one conversion only (see :func:`restored`)."""
     with restored():
         register_skl2onnx(settings.form, max_memory=settings.max_memory, matmul=settings.matmul, temperature=settings.temperature)

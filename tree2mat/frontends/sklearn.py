@@ -307,11 +307,12 @@ def handles(model: Any) -> bool:
 
 
 def to_ensemble(model: Any) -> Ensemble:
+    from tree2mat import pipelines
+
     name = _name(model)
-    if name == "Pipeline" and hasattr(model, "steps"):
-        steps = ", ".join(f"{step}={_name(est)}" for step, est in model.steps)
+    if pipelines.is_pipeline(model):
         raise UnsupportedModelError(
-            f"scikit-learn Pipeline ({steps}): convert and verify take a whole pipeline (through "
+            f"scikit-learn {pipelines.describe(model)}: convert and verify take a whole pipeline (through "
             "skl2onnx, the pipelines extra); this command takes a tree model, such as its tree step pipeline[-1]"
         )
     if name not in ESTIMATORS:
