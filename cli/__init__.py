@@ -142,7 +142,8 @@ def verify(
     model: Path = typer.Argument(..., metavar="MODEL", help="The original fitted model file."),
     onnx_file: Path = typer.Argument(..., metavar="ONNX", help="The ONNX graph to check."),
     data: Path | None = typer.Option(None, "--data", help="Rows to check (.npy, .npz, .csv, .parquet); default: synthesized."),
-    device: str = typer.Option("cpu", "--device", help="cpu, cuda or all (all available providers)."),
+    device: str = typer.Option("cpu", "--device", help="onnxruntime's provider: cpu, cuda or all (all available providers)."),
+    runtime: str = typer.Option("onnxruntime", "--runtime", help="The ONNX runtime to run the graph on: onnxruntime, reference (onnx's evaluator), openvino, tract, iree, onnxruntime-node, onnxruntime-web (each but the first two an optional extra)."),
     rows: int = typer.Option(1000, "--rows", help="Random rows to synthesize (threshold, NaN, inf and extreme rows come on top); unused with --data."),
     atol: float | None = typer.Option(None, "--atol", help="Absolute tolerance on values (default: 1e-12 x the model's output scale)."),
     rtol: float = typer.Option(1e-6, "--rtol", help="Relative tolerance on values."),
@@ -156,7 +157,7 @@ def verify(
     _check_output("--json", json_out)
     with _Progress("verify", enabled=progress and data is not None) as shown:
         report = tree2mat.verify(model, onnx_file, data, device=device, rows=rows, atol=atol, rtol=rtol, seed=seed,
-                                 progress=shown.update)
+                                 progress=shown.update, runtime=runtime)
     if json_out is not None and str(json_out) == "-":
         typer.echo(report.to_json())
     else:

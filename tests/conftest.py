@@ -42,7 +42,8 @@ def assert_standard_graph(model: onnx.ModelProto) -> None:
 
 def assert_matches(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], X: np.ndarray, ens, atol=None, rtol=DEFAULT_RTOL) -> None:
     """Each expected output present and equal (labels, leaves exactly; values within tolerance)."""
-    atol = default_atol(ens) if atol is None else atol
+    # (a float32 input: the default graph, float32 arithmetic; float64: --dtype float64)
+    atol = default_atol(ens, np.dtype(X.dtype).name) if atol is None else atol
     for name, exp in expected.items():
         assert name in got, f"output {name!r} missing; graph has {sorted(got)}"
         rep = compare(name, "cpu", got[name], np.asarray(exp), X, atol, rtol, exact=name in ("label", "leaves"))

@@ -175,7 +175,7 @@ def test_graph_over_the_protobuf_limit_is_written_as_external_data(tmp_path, cap
 
 
 def test_one_constant_past_2_gib_is_refused(monkeypatch):
-    monkeypatch.setattr(importlib.import_module("tree2mat.forms._graph"), "MAX_TENSOR_BYTES", 1000)
+    monkeypatch.setattr(importlib.import_module("tree2mat.forms._graph"), "MAX_TENSOR_BYTES", 200)
     model = RandomForestClassifier(n_estimators=5, max_depth=5, random_state=0).fit(XI, YI)
     with pytest.raises(UnsupportedModelError, match="at most 2 GiB in one tensor"):
         tree2mat.convert(model, form="traverse")

@@ -63,7 +63,7 @@ def _agreement(model, ens, onx: onnx.ModelProto, X: np.ndarray) -> float:
         if name == "label":
             same = out == exp
         else:
-            same = np.isclose(out.astype(np.float64), exp.astype(np.float64), rtol=1e-5, atol=default_atol(ens))
+            same = np.isclose(out.astype(np.float64), exp.astype(np.float64), rtol=1e-5, atol=default_atol(ens, np.dtype(X.dtype).name))
         ok &= same.reshape(X.shape[0], -1).all(axis=1)
     return float(ok.mean())
 

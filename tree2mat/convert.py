@@ -15,7 +15,7 @@ from tree2mat import frontends, pipelines
 from tree2mat._files import atomic_write, atomic_write_files, writable_target
 from tree2mat.errors import OptionError
 from tree2mat.forms import AUTO, DEFAULT_FORM, DEFAULT_OPSET, FORMS, MIN_OPSET, GraphOptions, auto, check_form
-from tree2mat.forms._layout import LEAF_TENSOR
+from tree2mat.forms._layout import LEAF_TENSOR, internal_dtype
 from tree2mat.ir.core import Ensemble
 
 DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
@@ -146,6 +146,7 @@ def convert(
         "tree2mat.n_features": str(ens.n_features),
         "tree2mat.raw": str(int(opts.raw)),
         "tree2mat.exact": str(int(FORMS[form].exact)),
+        "tree2mat.arithmetic": internal_dtype(ens, opts).name,
         **({"tree2mat.leaf_tensor": LEAF_TENSOR} if FORMS[form].exact else {}),
         **({"tree2mat.matmul": opts.matmul} if opts.matmul != "float32" else {}),
         **({"tree2mat.auto": reason} if reason is not None else {}),

@@ -15,7 +15,6 @@ Without data, rows are synthesized (see :func:`synthesize`).
 from __future__ import annotations
 
 import json
-import tempfile
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -26,17 +25,17 @@ import numpy as np
 import onnx
 
 from tree2mat import frontends, pipelines
-from tree2mat.convert import needs_external_data, write_external
+from tree2mat.convert import needs_external_data
 from tree2mat.data import DATA_SUFFIXES, ArrayRows, Rows, load_data, open_rows, read_chunks  # noqa: F401 (re-exported)
 from tree2mat.errors import DataError, DeviceUnavailableError, ModelFileError, OptionError, VerificationError
 from tree2mat.forms import FORMS
 from tree2mat.ir import evaluate
 from tree2mat.ir.core import CategoryCodes, Ensemble, Tree
 from tree2mat.ir.thresholds import compare_dtype, float32_neighbours, graph_thresholds
+from tree2mat.runtimes import RUNTIMES
 
 REPORT_SCHEMA = 1
 DEVICES = ("cpu", "cuda", "all")
-PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"]}
 DEFAULT_RTOL = 1e-6
 #: Memory allowed for one chunk of rows in onnxruntime.
 CHUNK_BYTES = 256 * 2**20
@@ -86,6 +85,8 @@ class Report:
     rtol: float
     outputs: list[OutputReport]
     notes: list[str] = field(default_factory=list)
+    #: The runtime the graph ran on, with its version (e.g. "openvino 2026.4.1").
+    runtime: str = "onnxruntime"
 
     @property
     def passed(self) -> bool:
@@ -104,7 +105,7 @@ class Report:
         kinds = ", ".join(f"{v} {k}" for k, v in self.row_kinds.items() if v)
         lines = [
             f"verify {self.model} against {self.onnx}",
-            f"rows: {self.rows} ({kinds}); devices: {', '.join(self.devices)}; "
+            f"rows: {self.rows} ({kinds}); runtime: {self.runtime}; devices: {', '.join(self.devices)}; "
             f"atol={self.atol:.3g} rtol={self.rtol:.3g}",
         ]
         lines += [f"note: {n}" for n in self.notes]
@@ -390,20 +391,14 @@ def devices_for(device: str) -> list[str]:
     return [device]
 
 
-def _session(model: onnx.ModelProto, device: str) -> Any:
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    try:
-        if not needs_external_data(model):
-            return ort.InferenceSession(model.SerializeToString(), opts, providers=PROVIDERS[device])
-        with tempfile.TemporaryDirectory(prefix="tree2mat-") as tmp:  # over 2 GiB: by file
-            path = Path(tmp) / "graph.onnx"
-            write_external(model, path, "graph.onnx.data")
-            return ort.InferenceSession(str(path), opts, providers=PROVIDERS[device])
-    except Exception as exc:
-        raise VerificationError(f"onnxruntime cannot load the graph on {device}: {exc}") from exc
+def runtime_version(runtime: str, device: str) -> str:
+    """The version of ``runtime``; an error naming the choices, the install command, or that
+    ``--device`` is onnxruntime's."""
+    if runtime not in RUNTIMES:
+        raise OptionError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
+    if runtime != "onnxruntime" and device != "cpu":
+        raise OptionError(f"--device {device} chooses onnxruntime's provider; --runtime {runtime} runs on the CPU")
+    return RUNTIMES[runtime].check()
 
 
 def run_graph(model: onnx.ModelProto, X: np.ndarray, device: str = "cpu", rows_per_chunk: int = 65536) -> dict[str, np.ndarray]:
@@ -412,25 +407,22 @@ def run_graph(model: onnx.ModelProto, X: np.ndarray, device: str = "cpu", rows_p
 
 
 class GraphRunner:
-    """One onnxruntime session of ``model`` on ``device``, run on as many arrays as needed."""
+    """``model`` loaded once on ``runtime`` (see :data:`tree2mat.runtimes.RUNTIMES`; ``device``
+    for onnxruntime), run on as many arrays as needed."""
 
-    def __init__(self, model: onnx.ModelProto, device: str) -> None:
-        self.sess = _session(model, device)
+    def __init__(self, model: onnx.ModelProto, device: str, runtime: str = "onnxruntime") -> None:
         self.device = device
-        self.input = self.sess.get_inputs()[0].name
-        self.names = [o.name for o in self.sess.get_outputs()]
+        self.names = [o.name for o in model.graph.output]
         self.leaf = _leaf_tensor(model)
+        self._run = RUNTIMES[runtime].load(model, self.names, device)
 
     def run(self, X: np.ndarray, rows_per_chunk: int = 65536) -> dict[str, np.ndarray]:
         """Outputs by name of the rows ``X``, run ``rows_per_chunk`` at a time."""
         chunks: dict[str, list[np.ndarray]] = {n: [] for n in self.names}
         for start in range(0, X.shape[0], rows_per_chunk):
-            try:
-                outs = self.sess.run(None, {self.input: X[start:start + rows_per_chunk]})
-            except Exception as exc:  # (the message of onnxruntime spans lines; the CLI joins them)
-                raise VerificationError(f"onnxruntime failed to run the graph on {self.device}: {exc}") from exc
-            for n, o in zip(self.names, outs):
-                chunks[n].append(o)
+            outs = self._run(np.ascontiguousarray(X[start:start + rows_per_chunk]))
+            for n in self.names:
+                chunks[n].append(np.asarray(outs[n]))
         out = {}
         for n in self.names:
             if any(c.ndim == 0 for c in chunks[n]) or (n == self.leaf and chunks[n][0].ndim != 2):
@@ -522,13 +514,16 @@ def differing_rows(got: np.ndarray, expected: np.ndarray, atol: float, rtol: flo
     return bad_rows, err_abs, err_rel
 
 
-def default_atol(ens: Ensemble) -> float:
+def default_atol(ens: Ensemble, arithmetic: str = "float64") -> float:
     """``1e-12 x scale`` for libraries that sum in float64; ``4 eps32 x scale`` for those that
-    sum (and apply their link) in float32, e.g. XGBoost; scale = 1 + |base| + sum_t max |leaf_t|."""
+    sum (and apply their link) in float32, e.g. XGBoost; scale = 1 + |base| + sum_t max |leaf_t|.
+    A graph whose ``arithmetic`` is float32 (the default graph) gets at least ``4 eps32``: its
+    links and heads round in float32 (probabilities, scores: quantities of order one)."""
     scale = 1.0 + float(np.abs(ens.base_score).max()) + sum(float(np.abs(t.value).max()) for t in ens.trees)
+    eps32 = float(np.finfo(np.float32).eps)
     if np.dtype(ens.accumulate_dtype) == np.float32:
-        return 4 * float(np.finfo(np.float32).eps) * scale
-    return 1e-12 * scale
+        return 4 * eps32 * scale
+    return max(1e-12 * scale, 4 * eps32) if arithmetic == "float32" else 1e-12 * scale
 
 
 def _load_onnx(onnx_model_or_path: Any) -> tuple[onnx.ModelProto, str]:
@@ -590,12 +585,15 @@ def verify(
     seed: int = 0,
     max_report: int = 5,
     progress: Callable[[int, float], None] | None = None,
+    runtime: str = "onnxruntime",
 ) -> Report:
     """Compare the ONNX graph with the original model; ``Report.passed`` is the verdict.
 
     ``data``: an array or a file path (.npy, .npz, .csv, .parquet); None synthesizes rows. A file
     is read, checked and let go a chunk of rows at a time (constant memory however large it is).
-    ``progress(rows_done, fraction)`` is called after each chunk. A scikit-learn ``Pipeline``
+    ``progress(rows_done, fraction)`` is called after each chunk. ``runtime``: the ONNX runtime
+    to run the graph on (:data:`tree2mat.runtimes.RUNTIMES`; ``device`` is onnxruntime's). A
+    scikit-learn ``Pipeline``
     (see :func:`tree2mat.convert`) needs ``data``: rows as the pipeline takes them.
 
     >>> from sklearn.datasets import load_iris
@@ -609,6 +607,7 @@ def verify(
     >>> verify(model, convert(model), X).rows   # your rows instead of synthesized ones
     150
     """
+    version = runtime_version(runtime, device)
     devices = devices_for(device)
     if (atol is not None and not atol >= 0) or not rtol >= 0:  # also refuses NaN
         raise OptionError("--atol and --rtol must be numbers >= 0")
@@ -628,6 +627,8 @@ def verify(
     if library is not None:  # a native file: the library itself is the reference
         model = library
     onx, onnx_name = _load_onnx(onnx_model_or_path)
+    if runtime != "onnxruntime" and needs_external_data(onx):
+        raise OptionError(f"--runtime {runtime}: a graph with external data (over 2 GiB) is verified on onnxruntime only")
     in_dtype = _check_graph_input(onx, n_in)
     notes = []
     if data is None:
@@ -659,8 +660,8 @@ def verify(
     per_row = form.bytes_per_row(ens) if form else 64 * 1024
     chunk = max(1, min(65536, CHUNK_BYTES // max(per_row, 1)))
     data_rows = max(1, min(chunk, DATA_CHUNK_BYTES // (8 * n_in)))
-    atol_v = default_atol(ens) if atol is None else atol
-    runners = [GraphRunner(onx_run, dev) for dev in devices]
+    atol_v = default_atol(ens, meta.get("tree2mat.arithmetic", "float64")) if atol is None else atol
+    runners = [GraphRunner(onx_run, dev, runtime) for dev in devices]
     reports: dict[tuple[str, str], OutputReport] = {}
     done = 0
     for X in read_chunks(source, data_rows):
@@ -682,7 +683,8 @@ def verify(
         done += X.shape[0]
         if progress is not None:
             progress(done, source.fraction_read)
-    return Report(model_name, onnx_name, done, kinds or {"data": done}, devices, atol_v, rtol, list(reports.values()), notes)
+    return Report(model_name, onnx_name, done, kinds or {"data": done}, devices, atol_v, rtol, list(reports.values()), notes,
+                  f"{runtime} {version}")
 
 
 def _data_rows(X: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -13,9 +13,9 @@ from tree2mat.forms import _heads, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions, tensor_info
 from tree2mat.ir.core import Ensemble, Tree
 
-#: ``exit_leaf(g, ens, st, x, opts)``: from the compared input ``x`` [N, F] to the leaf ids
-#: [T, N] int64, named ``_layout.LEAF_TENSOR``.
-ExitLeaf = Callable[[GraphBuilder, Ensemble, _layout.Stacked, str, GraphOptions], str]
+#: ``exit_leaf(g, ens, st, x, opts)``: from the compared input ``x`` to the leaf ids [T, N]
+#: int64, named ``_layout.LEAF_TENSOR``.
+ExitLeaf = Callable[[GraphBuilder, Ensemble, _layout.Stacked, _layout.Compared, GraphOptions], str]
 
 
 def padded_matrices(ens: Ensemble, st: _layout.Stacked, matrix: Callable) -> np.ndarray:
@@ -103,7 +103,7 @@ TreeScores = Callable[[Tree], tuple[np.ndarray, np.ndarray]]
 
 
 def exit_by_scores(
-    g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, tree_scores: TreeScores, pad_bias: float,
+    g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, tree_scores: TreeScores, pad_bias: float,
     matmul: str, hint: str,
 ) -> str:
     """The exit leaf [T, N] (int64) of a matrix form: per tree the first maximum over the leaves
@@ -182,12 +182,12 @@ def build(
     g = GraphBuilder(opts.opset)
     x = _layout.compared_input(g, ens, opts)
     leaf = exit_leaf(g, ens, st, x, opts)
-    m = _layout.leaf_margin(g, ens, st, leaf, x)
+    m = _layout.leaf_margin(g, ens, st, leaf, x, _layout.internal_dtype(ens, opts))
     return finish(g, ens, m, opts, f"tree2mat {name} form of {ens.source}", leaf=leaf if opts.leaves else None)
 
 
 def finish(
-    g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions, doc: str,
+    g: GraphBuilder, ens: Ensemble, m: _heads.Margin, opts: GraphOptions, doc: str,
     metadata: dict[str, str] | None = None, leaf: str | None = None,
 ) -> onnx.ModelProto:
     """Every form's tail: from the margin ``m`` to the graph contract's outputs (and, given the

@@ -90,6 +90,12 @@ class GraphBuilder:
             keepdims=int(keepdims),
         )
 
+    def reduce_max(self, x: str, axes: Sequence[int], keepdims: bool, hint: str) -> str:
+        """ReduceMax (axes an input from opset 18 on, an attribute before)."""
+        if self.opset >= 18:
+            return self.op("ReduceMax", [x, self.const(np.asarray(axes, np.int64), f"{hint}_axes")], hint, keepdims=int(keepdims))
+        return self.op("ReduceMax", [x], hint, axes=list(axes), keepdims=int(keepdims))
+
     def unsqueeze(self, x: str, axes: Sequence[int], hint: str) -> str:
         return self.op("Unsqueeze", [x, self.const(np.asarray(axes, np.int64), f"{hint}_axes")], hint)
 
@@ -129,11 +135,12 @@ class GraphBuilder:
         return model
 
 
-def softplus(g: GraphBuilder, m: str, hint: str) -> str:
-    """log(1 + exp(m)) as max(m, 0) + log(1 + exp(-|m|)): no overflow, float64."""
+def softplus(g: GraphBuilder, m: str, hint: str, dtype: DTypeLike = np.float64) -> str:
+    """log(1 + exp(m)) as max(m, 0) + log(1 + exp(-|m|)): no overflow (``m`` of ``dtype``)."""
+    dt = np.dtype(dtype).type
     neg = g.op("Neg", [g.op("Abs", [m], f"{hint}_abs")], f"{hint}_neg_abs")
-    tail = g.op("Log", [g.op("Add", [g.const(np.float64(1), f"{hint}_one"), g.op("Exp", [neg], f"{hint}_exp")], f"{hint}_one_plus")], f"{hint}_log")
-    return g.op("Add", [g.op("Max", [m, g.const(np.float64(0), f"{hint}_zero")], f"{hint}_pos"), tail], hint)
+    tail = g.op("Log", [g.op("Add", [g.const(dt(1), f"{hint}_one"), g.op("Exp", [neg], f"{hint}_exp")], f"{hint}_one_plus")], f"{hint}_log")
+    return g.op("Add", [g.op("Max", [m, g.const(dt(0), f"{hint}_zero")], f"{hint}_pos"), tail], hint)
 
 
 def tensor_info(name: str, dtype: DTypeLike, shape: Sequence[int | str]) -> onnx.ValueInfoProto:

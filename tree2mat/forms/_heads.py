@@ -1,4 +1,4 @@
-"""The shared head: from the margin [N, K] (float64) to the graph contract's outputs.
+"""The shared head: from the margin [N, K] to the graph contract's outputs.
 
 Differences between model kinds are IR data (link, label rule, classes), applied here once for
 every form. Classifiers: ``label`` [N] (int64 or string) and ``probabilities`` [N, C]; with several
@@ -6,88 +6,167 @@ targets ``label`` [N, G] and ``probabilities`` [N, G, max C] (zero-padded). Regr
 ``variable`` [N, K]. Outlier detectors: ``label`` [N] (-1/1), ``scores`` [N, 1]
 (``decision_function``) and ``score_samples`` [N, 1]. With ``raw``: ``variable`` is the margin
 and classifiers keep ``label``.
+
+The margin is float32 in the default graph (no float64 tensor: the graph contract) and float64
+with ``--dtype float64``. A float32 margin of a library that sums in float64 comes with its exact
+digits (:mod:`tree2mat.forms._digits`), and labels are decided on those; links and outputs use the
+float32 value. Constants are finite (no +-inf or NaN anywhere in a graph).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import onnx
 
+from tree2mat.forms import _digits
 from tree2mat.forms._graph import ONNX_TYPE, GraphBuilder, GraphOptions, softplus, tensor_info
-from tree2mat.ir.core import BINARY_LINKS, Ensemble, LabelRule, Link, Task
+from tree2mat.ir.core import BINARY_LINKS, Aggregation, Comparison, Ensemble, LabelRule, Link, Task
 from tree2mat.ir.evaluate import isolation_cutoff, sigmoid_plateaus
+from tree2mat.ir.thresholds import graph_thresholds
+
+
+@dataclass(frozen=True)
+class Margin:
+    """The aggregated margin [N, K] (after the base score, averaged for MEAN), before the link."""
+
+    value: str
+    dtype: np.dtype
+    #: Normalized digits of the sum (before averaging), [N, K] float32 each: labels are decided
+    #: on them exactly. None where ``value`` itself is what the library compares (float64
+    #: graphs; float32 libraries such as XGBoost) or the form is an approximation.
+    digits: list[str] | None = None
+    plan: _digits.Plan | None = None
+    #: What ``value`` leaves out of the exact margin (for the exp link), or None.
+    residual: str | None = None
+
+    def columns(self, g: GraphBuilder, start: int, stop: int, hint: str) -> Margin:
+        """Columns ``start:stop`` (one output group)."""
+        digits = None if self.digits is None else [g.slice_cols(d, start, stop, f"{hint}_digit{k}") for k, d in enumerate(self.digits)]
+        return Margin(g.slice_cols(self.value, start, stop, hint), self.dtype, digits, self.plan)
 
 
 def label_dtype(classes: tuple[np.ndarray, ...]) -> str:
     return "string" if classes[0].dtype.kind in "USO" else "int64"
 
 
-def _labels(g: GraphBuilder, ens: Ensemble, m: str) -> str:
+def _const(g: GraphBuilder, m: Margin, value: float, hint: str) -> str:
+    return g.const(m.dtype.type(value), hint)
+
+
+def _constant_digits(ens: Ensemble, m: Margin, value: float) -> list[np.ndarray]:
+    """Normalized digits of a margin constant (times the trees for an averaged ensemble, whose
+    digits are of the sum), clamped to the span the digits hold (beyond it a comparison with
+    any margin is decided anyway)."""
+    assert m.plan is not None
+    if ens.aggregation is Aggregation.MEAN:
+        value = value * float(ens.trees_per_output()[0])
+    span = 2.0 ** (m.plan.exponents[0] + _digits.TOP_BITS + 1)
+    return _digits.normalized(np.asarray([min(max(value, -span), span)]), m.plan)
+
+
+def _above(g: GraphBuilder, ens: Ensemble, m: Margin, cutoff: float, strict: bool, hint: str) -> str:
+    """Bool: margin > ``cutoff`` (``strict``) or >= it, exactly as in float64 arithmetic on the
+    margin the graph holds."""
+    if m.digits is not None:
+        return _digits.compare(g, m.digits, _constant_digits(ens, m, cutoff), strict, hint)
+    # m > c iff m > (the largest value <= c); m >= c iff m > (the largest value < c).
+    rule = Comparison.LE if strict else Comparison.LT
+    limit = np.finfo(m.dtype).max
+    t = float(np.clip(graph_thresholds(np.asarray([cutoff]), rule, m.dtype)[0], -limit, limit))
+    return g.op("Greater", [m.value, _const(g, m, t, f"{hint}_cutoff")], hint)
+
+
+def _labels(g: GraphBuilder, ens: Ensemble, m: Margin) -> str:
     binary = ens.label_rule in (LabelRule.POSITIVE, LabelRule.NON_NEGATIVE)  # one column per target
     if binary:
-        cmp = "Greater" if ens.label_rule is LabelRule.POSITIVE else "GreaterOrEqual"
-        hit = g.op(cmp, [m, g.const(np.float64(ens.label_cutoff), "label_cutoff")], "positive")
+        hit = _above(g, ens, m, ens.label_cutoff, ens.label_rule is LabelRule.POSITIVE, "positive")
         index = g.op("Cast", [hit], "class_indices", to=onnx.TensorProto.INT64)
     if len(ens.classes) == 1:
         if binary:
             idx = g.op("Squeeze", [index, g.const(np.asarray([1], np.int64), "squeeze_axis")], "class_index")
         else:
-            idx = g.op("ArgMax", [_argmax_key(g, ens, m)], "class_index", axis=1, keepdims=0)
+            idx = _argmax(g, ens, m, "class_index")
         return g.op("Gather", [g.const(ens.classes[0], "classes"), idx], out="label", axis=0)
     cols, start = [], 0
     for j, classes in enumerate(ens.classes):
         if binary:
             idx = g.slice_cols(index, j, j + 1, f"class_index{j}")
         else:
-            part = g.slice_cols(m, start, start + len(classes), f"margin_group{j}")
-            idx = g.op("ArgMax", [part], f"class_index{j}", axis=1, keepdims=1)
+            part = m.columns(g, start, start + len(classes), f"margin_group{j}")
+            idx = g.unsqueeze(_argmax(g, ens, part, f"class_index{j}"), [1], f"class_index{j}_2d")
         cols.append(g.op("Gather", [g.const(classes, f"classes{j}"), idx], f"label{j}", axis=0))
         start += len(classes)
     return g.op("Concat", cols, out="label", axis=1)
 
 
-def _argmax_key(g: GraphBuilder, ens: Ensemble, m: str) -> str:
-    """The graph's :func:`tree2mat.ir.evaluate.argmax_key` (softmax and sigmoid links have a
-    single output group)."""
-    if ens.link not in (Link.SIGMOID, Link.SOFTMAX):
-        return m
-    inf = g.const(np.float64(np.inf), "inf_f64")
+def _argmax(g: GraphBuilder, ens: Ensemble, m: Margin, hint: str) -> str:
+    """int64 [N]: the library's ``argmax(predict_proba)`` from the margin: see
+    :func:`tree2mat.ir.evaluate.argmax_key` (softmax and sigmoid links have a single group)."""
+    if m.digits is not None:  # exact on the digits; margins are finite there
+        digits = m.digits
+        if ens.link is Link.SIGMOID:  # the sigmoid's plateaus tie, the first class wins
+            low, high = sigmoid_plateaus()
+            low_d, high_d = _constant_digits(ens, m, low), _constant_digits(ens, m, high)
+            under = g.op("Not", [_digits.compare(g, digits, low_d, True, f"{hint}_above_low")], f"{hint}_at_low")
+            digits = _digits.select(g, under, low_d, digits, f"{hint}_low_key")
+            over = _digits.compare(g, m.digits, high_d, False, f"{hint}_at_high")
+            digits = _digits.select(g, over, high_d, digits, f"{hint}_key")
+        return _digits.argmax(g, digits, hint)
+    key = m.value
     if ens.link is Link.SIGMOID:
         low, high = sigmoid_plateaus()
-        clipped = g.op("Min", [g.op("Max", [m, g.const(np.float64(low), "sigmoid_low")], "key_low"),
-                               g.const(np.float64(high), "sigmoid_high")], "key_clipped")
-        return g.op("Where", [g.op("IsNaN", [m], "margin_isnan"), inf, clipped], "argmax_key")
-    # softmax: a row with NaN or +inf anywhere
-    bad = g.op("Or", [g.op("IsNaN", [m], "margin_isnan"), g.op("IsInf", [m], "margin_isposinf", detect_negative=0)], "margin_bad")
-    count = g.reduce_sum(g.op("Cast", [bad], "margin_bad_f", to=onnx.TensorProto.FLOAT), [1], keepdims=True, hint="margin_bad_count")
-    row_bad = g.op("Greater", [count, g.const(np.float32(0), "zero_f32_key")], "row_bad")
-    return g.op("Where", [row_bad, inf, m], "argmax_key")
+        # Clip to the values of the margin's dtype that decide as low and high do.
+        low_t = graph_thresholds(np.asarray([low]), Comparison.LE, m.dtype)[0]
+        high_t = -graph_thresholds(np.asarray([-high]), Comparison.LE, m.dtype)[0]
+        clipped = g.op("Min", [g.op("Max", [key, _const(g, m, low_t, f"{hint}_sigmoid_low")], f"{hint}_key_low"),
+                               _const(g, m, high_t, f"{hint}_sigmoid_high")], f"{hint}_key_clipped")
+        big = _const(g, m, float(np.finfo(m.dtype).max), f"{hint}_big")  # NaN ranks first (numpy)
+        key = g.op("Where", [g.op("IsNaN", [key], f"{hint}_margin_isnan"), big, clipped], f"{hint}_key")
+    elif ens.link is Link.SOFTMAX:  # a row with NaN or +inf: all NaN, the first class wins
+        bad = g.op("Or", [g.op("IsNaN", [key], f"{hint}_margin_isnan"), g.op("IsInf", [key], f"{hint}_margin_isposinf", detect_negative=0)], f"{hint}_margin_bad")
+        count = g.reduce_sum(g.op("Cast", [bad], f"{hint}_margin_bad_f", to=onnx.TensorProto.FLOAT), [1], keepdims=True, hint=f"{hint}_margin_bad_count")
+        row_bad = g.op("Greater", [count, g.const(np.float32(0), f"{hint}_zero_f32_key")], f"{hint}_row_bad")
+        first = np.zeros(ens.n_classes[0], m.dtype)
+        first[0] = 1
+        key = g.op("Where", [row_bad, g.const(first, f"{hint}_first_class"), key], f"{hint}_key")
+    return g.op("ArgMax", [key], hint, axis=1, keepdims=0)
 
 
-def _positive(g: GraphBuilder, link: Link, m: str) -> str:
+def _positive(g: GraphBuilder, link: Link, m: Margin) -> str:
     """p of a binary link (see ``BINARY_LINKS``), elementwise on the margin."""
     if link is Link.MARGIN:
-        return m
+        return m.value
     if link is Link.STEP:
-        hit = g.op("Greater", [m, g.const(np.float64(0), "zero_f64")], "margin_positive")
-        return g.op("Cast", [hit], "p_positive", to=onnx.TensorProto.DOUBLE)
-    z = m if link is Link.LOGISTIC else g.op("Mul", [m, g.const(np.float64(2), "two")], "margin2")
+        hit = g.op("Greater", [m.value, _const(g, m, 0, "zero_margin")], "margin_positive")
+        return g.op("Cast", [hit], "p_positive", to=ONNX_TYPE[m.dtype])
+    z = m.value if link is Link.LOGISTIC else g.op("Mul", [m.value, _const(g, m, 2, "two")], "margin2")
     return g.op("Sigmoid", [z], "p_positive")
 
 
-def _probabilities(g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions) -> str:
+def _negative(g: GraphBuilder, link: Link, m: Margin, p: str) -> str:
+    """1 - p of a binary link; for the logistic links as sigmoid(-z) (float32 keeps the small
+    probability's digits, which 1 - p would cancel)."""
+    if link in (Link.LOGISTIC, Link.LOGISTIC_2X) and m.dtype == np.float32:
+        z = m.value if link is Link.LOGISTIC else g.op("Mul", [m.value, _const(g, m, 2, "two_neg")], "margin2_neg")
+        return g.op("Sigmoid", [g.op("Neg", [z], "neg_margin")], "p_negative")
+    return g.op("Sub", [_const(g, m, 1, "one"), p], "p_negative")
+
+
+def _probabilities(g: GraphBuilder, ens: Ensemble, m: Margin, opts: GraphOptions) -> str:
     if ens.link in BINARY_LINKS:  # one margin column per target: [1 - p, p]
         p = _positive(g, ens.link, m)
-        q = g.op("Sub", [g.const(np.float64(1), "one_f64"), p], "p_negative")
+        q = _negative(g, ens.link, m, p)
         if len(ens.classes) > 1:
             q, p = g.unsqueeze(q, [2], "p_negative3"), g.unsqueeze(p, [2], "p_positive3")
-        probs = g.op("Concat", [q, p], "probs64", axis=1 if len(ens.classes) == 1 else 2)
+        probs = g.op("Concat", [q, p], "probs_all", axis=1 if len(ens.classes) == 1 else 2)
     elif ens.link is Link.SOFTMAX:
-        probs = g.op("Softmax", [m], "probs64", axis=1)
+        probs = g.op("Softmax", [m.value], "probs_all", axis=1)
     elif ens.link is Link.SIGMOID:  # one-vs-all
-        probs = g.op("Sigmoid", [m], "probs64")
+        probs = g.op("Sigmoid", [m.value], "probs_all")
     else:
-        probs = m
+        probs = m.value
     if len(ens.classes) > 1 and ens.link not in BINARY_LINKS:
         width = max(ens.n_classes)
         parts, start = [], 0
@@ -101,7 +180,16 @@ def _probabilities(g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions) -
     return g.op("Cast", [probs], out="probabilities", to=ONNX_TYPE[np.dtype(opts.dtype)])
 
 
-def emit(g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions) -> list[onnx.ValueInfoProto]:
+def _exp(g: GraphBuilder, m: Margin) -> str:
+    """exp of the margin; with a residual r, exp(m) (1 + r): a float32 margin's rounding (up to
+    6e-8 x |m|) would otherwise be the relative error of the result."""
+    y = g.op("Exp", [m.value], "exp_margin")
+    if m.residual is None:
+        return y
+    return g.op("Mul", [y, g.op("Add", [_const(g, m, 1, "one_exp"), m.residual], "exp_residual")], "exp_margin_exact")
+
+
+def emit(g: GraphBuilder, ens: Ensemble, m: Margin, opts: GraphOptions) -> list[onnx.ValueInfoProto]:
     """Add the output nodes; return the graph's output value infos."""
     fdtype = np.dtype(opts.dtype)
     to = ONNX_TYPE[fdtype]
@@ -113,7 +201,7 @@ def emit(g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions) -> list[onn
     if ens.task is Task.OUTLIER:
         outs.extend(_outlier(g, ens, m, opts))
     if opts.raw:
-        g.op("Cast", [m], out="variable", to=to)
+        g.op("Cast", [m.value], out="variable", to=to)
         outs.append(tensor_info("variable", fdtype, ["N", ens.n_outputs]))
     elif ens.task is Task.CLASSIFICATION:
         _probabilities(g, ens, m, opts)
@@ -123,36 +211,43 @@ def emit(g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions) -> list[onn
             shape = ["N", len(ens.classes), max(ens.n_classes)]
         outs.append(tensor_info("probabilities", fdtype, shape))
     elif ens.task is Task.REGRESSION:
-        y = m
+        y = m.value
         if ens.link is Link.EXP:
-            y = g.op("Exp", [m], "exp_margin")
+            y = _exp(g, m)
         elif ens.link is Link.SIGMOID:
-            y = g.op("Sigmoid", [m], "sigmoid_margin")
+            y = g.op("Sigmoid", [m.value], "sigmoid_margin")
         elif ens.link is Link.SOFTPLUS:
-            y = softplus(g, m, "softplus_margin")
+            y = softplus(g, m.value, "softplus_margin", m.dtype)
         g.op("Cast", [y], out="variable", to=to)
         outs.append(tensor_info("variable", fdtype, ["N", ens.n_outputs]))
     return outs
 
 
-def _outlier(g: GraphBuilder, ens: Ensemble, m: str, opts: GraphOptions) -> list[onnx.ValueInfoProto]:
+def _outlier(g: GraphBuilder, ens: Ensemble, m: Margin, opts: GraphOptions) -> list[onnx.ValueInfoProto]:
     params = ens.outlier
     assert params is not None  # Ensemble.validate guarantees it
     fdtype = np.dtype(opts.dtype)
     to = ONNX_TYPE[fdtype]
+    cutoff = isolation_cutoff(params)
     if params.denominator == 0:  # sklearn: a single training sample scores 2 ** -1
-        ratio = g.op("Add", [g.op("Mul", [m, g.const(np.float64(0), "zero_f64")], "zeros"),
-                             g.const(np.float64(1), "one_f64")], "ratio")
+        ratio = g.op("Add", [g.op("Mul", [m.value, _const(g, m, 0, "zero_margin")], "zeros"), _const(g, m, 1, "one")], "ratio")
+        outlier = g.op("Squeeze", [g.op("Less", [ratio, _const(g, m, min(max(cutoff, -2.0), 2.0), "ratio_cutoff")], "is_outlier_2d"),
+                                   g.const(np.asarray([1], np.int64), "squeeze_axis")], "is_outlier")
     else:
-        ratio = g.op("Div", [m, g.const(np.float64(params.denominator), "denominator")], "ratio")
-    power = g.op("Pow", [g.const(np.float64(2), "two"), g.op("Neg", [ratio], "neg_ratio")], "power")
-    samples = g.op("Neg", [power], "score_samples64")
-    scores = g.op("Sub", [samples, g.const(np.float64(params.offset), "offset")], "scores64")
-    # The label compares the ratio with a cutoff found with numpy's pow (see isolation_cutoff),
-    # not the score: Pow here may differ from numpy's in the last bit at the offset itself.
-    ratio_col = g.op("Squeeze", [ratio, g.const(np.asarray([1], np.int64), "squeeze_axis")], "ratio_col")
-    cutoff = g.const(np.float64(isolation_cutoff(params)), "ratio_cutoff")
-    outlier = g.op("Less", [ratio_col, cutoff], "is_outlier")
+        ratio = g.op("Div", [m.value, _const(g, m, params.denominator, "denominator")], "ratio")
+        # The label compares the margin with the cutoff of the ratio found with numpy's pow (see
+        # isolation_cutoff), not the score: Pow here may differ from numpy's in the last bit.
+        if m.digits is not None or not np.isfinite(cutoff):
+            limit = float(np.finfo(np.float64).max)
+            at_least = _above(g, ens, m, float(np.clip(cutoff * params.denominator, -limit, limit)), False, "not_outlier")
+            outlier = g.op("Not", [at_least], "is_outlier_2d")
+        else:
+            ratio_col = ratio if m.dtype == np.float64 else g.op("Cast", [ratio], "ratio_f64", to=onnx.TensorProto.DOUBLE)
+            outlier = g.op("Less", [ratio_col, g.const(np.float64(cutoff), "ratio_cutoff")], "is_outlier_2d")
+        outlier = g.op("Squeeze", [outlier, g.const(np.asarray([1], np.int64), "squeeze_axis")], "is_outlier")
+    power = g.op("Pow", [_const(g, m, 2, "two"), g.op("Neg", [ratio], "neg_ratio")], "power")
+    samples = g.op("Neg", [power], "score_samples_all")
+    scores = g.op("Sub", [samples, _const(g, m, params.offset, "offset")], "scores_all")
     g.op("Where", [outlier, g.const(np.int64(-1), "minus_one"), g.const(np.int64(1), "plus_one")], out="label")
     outs = [tensor_info("label", np.int64, ["N"])]
     if not opts.raw:

@@ -10,6 +10,7 @@ gathered by leaf id in float64, never multiplied."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -17,8 +18,10 @@ import numpy as np
 import onnx
 
 from tree2mat.errors import UnsupportedModelError
+from tree2mat.forms import _digits
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
-from tree2mat.ir.core import Aggregation, CategoryCodes, Comparison, Ensemble
+from tree2mat.forms._heads import Margin
+from tree2mat.ir.core import Aggregation, CategoryCodes, Comparison, Ensemble, Link
 from tree2mat.ir.thresholds import FLOAT32, compare_dtype, graph_categories, graph_thresholds
 
 #: Name of the internal leaf-id tensor [T, N] (int64) in every exact form; ``verify`` exposes it
@@ -41,14 +44,15 @@ class Stacked:
     n_leaves: int
     feature: np.ndarray  # int64 [T, I]
     threshold: np.ndarray  # compare dtype [T, I]
-    nan_fill: np.ndarray  # compare dtype [T, I]: -inf where NaN goes left, NaN where it goes right
+    nan_left: np.ndarray  # bool [T, I]: where a missing value goes left
     values: np.ndarray  # accumulate dtype [T * L, K]: tree t's leaf j at row t * L + j, 0 elsewhere
     base_rest: np.ndarray  # accumulate dtype [K]: base score not folded into a tree's values
     # Categorical nodes (M of them) on categorical features (slots, F_c of them):
     cat_position: np.ndarray  # int64 [M]: flat position t * I + i of each categorical node
     cat_slot: np.ndarray  # int64 [M]: the node's feature slot
     cat_features: np.ndarray  # int64 [F_c]: input column of each slot
-    cat_values: np.ndarray  # compare dtype [F_c, C]: the slot's category values, NaN-padded
+    cat_values: np.ndarray  # compare dtype [F_c, C]: the slot's category values (padding: any value)
+    cat_rank: np.ndarray  # float32 [F_c, C]: 1 + each value's index (0: padding, or not representable)
     cat_direction: np.ndarray  # float32 [M * (C + 1)]: node m, code c (0: no category) -> -1 left, +1 right
     cat_nan_left: np.ndarray | None  # bool [M]: where NaN goes, when that differs from code 0 somewhere
     zero_missing: np.ndarray | None  # bool [T * I]: nodes where 0 counts as missing (None: none)
@@ -73,7 +77,7 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
     K = ens.n_outputs
     feature = np.zeros((T, I), np.int64)
     threshold = np.zeros((T, I), cmp)
-    nan_fill = np.zeros((T, I), cmp)
+    nan_left = np.zeros((T, I), bool)
     acc = np.dtype(ens.accumulate_dtype)
     base = ens.base_score.astype(acc)
     values = np.zeros((T * L, K), acc)
@@ -82,7 +86,7 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
         n = tree.n_internal
         feature[t, :n] = tree.feature
         threshold[t, :n] = graph_thresholds(tree.threshold, ens.comparison, cmp)
-        nan_fill[t, :n] = np.where(tree.default_left, -np.inf, np.nan)
+        nan_left[t, :n] = tree.default_left
         k = int(ens.output_index[t])
         rows = slice(t * L, t * L + tree.n_leaves)
         cols = np.arange(K) if k == -1 else np.asarray([k])
@@ -99,7 +103,7 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
         zero_missing = zero_missing.reshape(T * I)
     return Stacked(
         n_trees=T, n_internal=I, n_leaves=L, feature=feature, threshold=threshold,
-        nan_fill=nan_fill, values=values, base_rest=base_rest.astype(acc),
+        nan_left=nan_left, values=values, base_rest=base_rest.astype(acc),
         zero_missing=zero_missing, linear=_linear(ens, L), **_categorical(ens, I, cmp),
     )
 
@@ -135,6 +139,7 @@ class _Categorical(TypedDict):
     cat_slot: np.ndarray
     cat_features: np.ndarray
     cat_values: np.ndarray
+    cat_rank: np.ndarray
     cat_direction: np.ndarray
     cat_nan_left: np.ndarray | None
 
@@ -163,11 +168,15 @@ def _categorical(ens: Ensemble, I: int, cmp: np.dtype) -> _Categorical:
             position.append(t * I + int(node))
             slots.append(slot[f])
             directions.append(row)
+    graph_values = graph_categories(values, cmp)  # NaN: padding, or a value cmp cannot hold
+    present = ~np.isnan(graph_values)
+    rank = np.where(present, np.arange(1, width + 1, dtype=np.float32)[None, :], np.float32(0))
     return {
         "cat_position": np.asarray(position, np.int64),
         "cat_slot": np.asarray(slots, np.int64),
         "cat_features": np.asarray(features, np.int64),
-        "cat_values": graph_categories(values, cmp),
+        "cat_values": np.where(present, graph_values, 0).astype(cmp),
+        "cat_rank": rank.astype(np.float32),
         "cat_direction": np.concatenate(directions) if directions else np.zeros(0, np.float32),
         "cat_nan_left": np.asarray(nan_left, bool) if nan_left != other_left else None,
     }
@@ -217,109 +226,174 @@ def check_size(what: str, form: str, n_bytes: int) -> None:
     )
 
 
-def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions, dtype: np.dtype | None = None) -> str:
-    """The graph input, cast to the dtype the comparisons run in (sklearn trees cast float64
-    input to float32 before comparing; so does the graph), or to ``dtype`` if given."""
+@dataclass(frozen=True)
+class Compared:
+    """The input as the trees compare it (graph contract: no comparison ever sees a NaN): ``value``
+    [N, F] in the compare dtype with every missing cell 0, and ``missing`` [N, F] bool (NaN, or
+    the library's own missing value)."""
+
+    value: str
+    missing: str
+    dtype: np.dtype
+
+
+def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions, dtype: np.dtype | None = None) -> Compared:
+    """The graph input cast to the dtype the comparisons run in (sklearn trees cast float64 input
+    to float32 before comparing; so does the graph), or to ``dtype`` if given, split into values
+    and a missing mask. Runtimes disagree on comparisons with NaN (OpenVINO's CPU plugin has
+    ``Greater(NaN, c)`` true), so NaN is found by ``IsNaN`` once and replaced before any test."""
     cmp = compare_dtype(ens.source_dtype, opts.dtype) if dtype is None else np.dtype(dtype)
     x = "input" if cmp == np.dtype(opts.dtype) else g.op("Cast", ["input"], "x_cmp", to=1 if cmp == FLOAT32 else 11)
+    missing = g.op("IsNaN", [x], "x_isnan")
+    zero = g.const(cmp.type(0), "zero_value")
+    value = g.op("Where", [missing, zero, x], "x_value")
     src_missing = np.float64(np.dtype(ens.source_dtype).type(ens.missing_value))
     with np.errstate(over="ignore"):
         exact = np.float64(cmp.type(src_missing)) == src_missing
     if not np.isnan(ens.missing_value) and exact:
-        # A value the library treats as missing (XGBoost's `missing`) becomes NaN. (One that the
+        # A value the library treats as missing (XGBoost's `missing`, finite). (One that the
         # compared dtype cannot hold, e.g. 1e-200 for a float64 model fed float32 rows, is
-        # equal to no input the library sees: nothing to replace.)
-        missing = g.op("Equal", [x, g.const(cmp.type(src_missing), "missing_value")], "is_missing")
-        x = g.op("Where", [missing, g.const(cmp.type(np.nan), "nan_value"), x], "x_missing")
+        # equal to no input the library sees: nothing to do.)
+        is_missing = g.op("Equal", [value, g.const(cmp.type(src_missing), "missing_value")], "x_is_missing")
+        missing = g.op("Or", [missing, is_missing], "x_missing")
+        value = g.op("Where", [is_missing, zero, value], "x_value_present")
     if ens.zero_band:
         # |x| <= band becomes 0 (LightGBM); the band is rounded down to cmp exactly as thresholds.
         band = graph_thresholds(np.asarray([ens.zero_band]), Comparison.LE, cmp)[0]
-        tiny = g.op("LessOrEqual", [g.op("Abs", [x], "x_abs"), g.const(band, "zero_band")], "x_tiny")
-        x = g.op("Where", [tiny, g.const(cmp.type(0), "zero_value"), x], "x_banded")
-    return x
+        tiny = g.op("LessOrEqual", [g.op("Abs", [value], "x_abs"), g.const(band, "zero_band")], "x_tiny")
+        value = g.op("Where", [tiny, zero, value], "x_banded")
+    return Compared(value, missing, cmp)
 
 
-def node_values(g: GraphBuilder, st: Stacked, x: str, dtype: np.dtype) -> tuple[str, str]:
-    """Each node's feature value [N, T * I] (``x``, of ``dtype``), and where it counts as
-    missing (bool): NaN, or 0 at LightGBM's missing-type-Zero nodes."""
-    flat = st.n_trees * st.n_internal
-    gathered = g.op("Gather", [x, g.const(st.feature.reshape(flat), "node_feature")], "x_nodes", axis=1)
-    missing = g.op("IsNaN", [gathered], "x_isnan")
+def gather_columns(g: GraphBuilder, x: str, columns: str, hint: str) -> str:
+    """Columns ``columns`` of ``x`` [N, F], node-major: [len(columns), N]. (A ``Gather`` on axis
+    0 of the transposed input: OpenVINO 2026.4's ``Gather`` on axis 1 returns wrong values once
+    the output passes about 5e7 elements.)"""
+    return g.op("Gather", [g.op("Transpose", [x], f"{hint}_by_column", perm=[1, 0]), columns], hint, axis=0)
+
+
+def node_values(g: GraphBuilder, st: Stacked, x: Compared) -> tuple[str, str]:
+    """Each node's feature value [T * I, N] (node-major; NaN-free, see :class:`Compared`), and
+    where it counts as missing (bool): a missing input, or 0 at LightGBM's missing-type-Zero
+    nodes."""
+    feature = g.const(st.feature.reshape(st.n_trees * st.n_internal), "node_feature")
+    gathered = gather_columns(g, x.value, feature, "x_nodes")
+    missing = gather_columns(g, x.missing, feature, "x_nodes_missing")
     if st.zero_missing is not None:
-        zero = g.op("Equal", [gathered, g.const(np.dtype(dtype).type(0), "zero_cmp")], "x_zero")
-        zero = g.op("And", [zero, g.const(st.zero_missing, "zero_missing")], "x_zero_missing")
+        zero = g.op("Equal", [gathered, g.const(x.dtype.type(0), "zero_cmp")], "x_zero")
+        zero = g.op("And", [zero, g.const(st.zero_missing[:, None], "zero_missing")], "x_zero_missing")
         missing = g.op("Or", [missing, zero], "x_missing_node")
     return gathered, missing
 
 
 #: Columns of the augmented input (:func:`augmented_input`), in this order; each present only
-#: when some node reads it. F columns each, except ``cat`` (one per categorical node: 1 where that
-#: node sends the row right).
-BLOCKS = ("x", "negx", "w", "negw", "nanx", "nanw", "cat")
+#: when some node reads it. ``x``: the value with missing cells at -max; ``negx``: its negation,
+#: missing at -max; ``nanx``: 1 where missing; ``hix``: 1 where missing or +inf; ``lox``: 1
+#: where missing or -inf; the ``w`` blocks: the same for x with 0 counted as missing (LightGBM's
+#: missing type Zero). F columns each; ``zero``: one column of 0; ``cat``: one per categorical
+#: node, 1 where that node sends the row right.
+BLOCKS = ("x", "negx", "w", "negw", "nanx", "nanw", "hix", "hiw", "lox", "low", "zero", "cat")
 
 
 @dataclass(frozen=True)
 class NodeTests:
     """Every node's test as one ``value > threshold`` on a column of the augmented input, [T, I]
     in :func:`stack`'s order. The test holds where the row goes right, except at ``swap`` nodes,
-    where it holds where the row goes left (NaN, false in every test, goes right there)."""
+    where it holds where the row goes left. Thresholds are finite."""
 
     column: np.ndarray  # int64 [T, I]
     threshold: np.ndarray  # compare dtype [T, I]
     swap: np.ndarray  # bool [T, I]
     blocks: tuple[str, ...]  # the augmented input's blocks, in column order
+    offset: dict[str, int]  # the first column of each block
 
 
-def node_tests(ens: Ensemble, st: Stacked) -> NodeTests:
-    """Each test as one ``value > threshold``, NaN going where the library sends it.
+def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeTests:
+    """Each test as one ``value > threshold`` on a NaN-free column, with a finite threshold, the
+    missing values going where the library sends them (``extra``: blocks to include even when no
+    node reads them).
 
-    A node that sends NaN left reads x and goes right where ``x > t``. One that sends NaN right
-    reads -x and goes left where ``-x > -nextup(t)``, that is ``x <= t`` (a swap node); with
-    ``t = +inf`` (NaN apart from everything) it reads IsNaN(x) instead and goes right where it is
-    1. LightGBM's missing-type-Zero nodes read ``w``: x with 0 made NaN. Categorical nodes read
-    their own column. Padding nodes read column 0 against +inf (never true)."""
+    Per node, with t' the graph threshold (``x <= t'`` goes left) and m = -max:
+    - missing goes left: ``x > t'`` on ``x`` (missing is m, never above t'); with t' = +inf every
+      row goes left (``zero > 0``); with t' = -inf only -inf and missing go left (``lox > 0.5``,
+      a swap node);
+    - missing goes right: ``-x > -nextup(t')`` on ``negx`` (missing is m) holds where the row
+      goes left (a swap node); with t' = max that is every value but +inf, so ``hix > 0.5`` goes
+      right; with t' = +inf only missing goes right (``nanx > 0.5``).
+    LightGBM's missing-type-Zero nodes read the ``w`` blocks instead. Categorical nodes read
+    their own column. Padding nodes read column 0 against 0 (matrix forms ignore them)."""
     T, I, F = st.n_trees, st.n_internal, ens.n_features
-    inf = st.threshold.dtype.type(np.inf)
-    valid = np.arange(I)[None, :] < np.asarray([t.n_internal for t in ens.trees])[:, None]
+    t = st.threshold
+    dt = t.dtype.type
+    top = np.finfo(t.dtype).max
+    valid = np.arange(I)[None, :] < np.asarray([tree.n_internal for tree in ens.trees])[:, None]
     zero = np.zeros((T, I), bool) if st.zero_missing is None else st.zero_missing.reshape(T, I)
     cat: np.ndarray = np.zeros(T * I, bool)
     cat[st.cat_position] = True
     cat = cat.reshape(T, I)
-    nan_left = np.isneginf(st.nan_fill)
-    nan_apart = ~nan_left & (st.threshold == inf)
-    swap = valid & ~cat & ~nan_left & ~nan_apart
-    code = np.where(nan_left, 2 * zero, np.where(nan_apart, 4 + zero, 2 * zero + 1))
-    code = np.where(cat, 6, np.where(valid, code, 0))
-    with np.errstate(over="ignore"):  # nextup(max) = inf: -x > -inf, left unless NaN
-        negated = -np.nextafter(st.threshold, inf)
-    half = st.threshold.dtype.type(0.5)
-    threshold = np.where(nan_left, st.threshold, np.where(nan_apart, half, negated))
-    threshold = np.where(cat, half, np.where(valid, threshold, inf)).astype(st.threshold.dtype)
+    left = st.nan_left
+    src = np.where(zero, "w", "x")
+    with np.errstate(over="ignore"):  # nextup(max) = inf: those nodes read hix
+        negated = -np.nextafter(t, dt(np.inf))
+    cases = [  # (condition, block kind, threshold, swap), first match wins
+        (left & (t == np.inf), "zero", dt(0), False),
+        (left & (t == -np.inf), "lo", dt(0.5), True),
+        (left, "", t, False),
+        (t == np.inf, "nan", dt(0.5), False),
+        (t == top, "hi", dt(0.5), False),
+        (np.ones_like(left), "neg", negated, True),
+    ]
+    block = np.full((T, I), "", object)
+    threshold = np.zeros((T, I), t.dtype)
+    swap = np.zeros((T, I), bool)
+    todo = valid & ~cat
+    for cond, kind, thr, sw in cases:
+        hit = todo & cond
+        block[hit] = "zero" if kind == "zero" else np.char.add(kind, src[hit].astype(str))
+        threshold[hit] = np.broadcast_to(thr, (T, I))[hit]
+        swap[hit] = sw
+        todo &= ~hit
+    block[cat] = "cat"
+    threshold[cat] = dt(0.5)
     index = st.feature.copy()
     index.reshape(-1)[st.cat_position] = np.arange(st.cat_position.size)
+    index[block == "zero"] = 0
+    used = {str(b) for b in np.unique(block[valid])} | set(extra) | {"x"}
+    blocks = tuple(b for b in BLOCKS if b in used)
+    width = {b: st.cat_position.size if b == "cat" else 1 if b == "zero" else F for b in blocks}
+    offset = dict(zip(blocks, np.cumsum([0] + [width[b] for b in blocks])[:-1].tolist()))
+    start = np.vectorize(lambda b: offset.get(b, 0), otypes=[np.int64])(np.where(valid, block, "x"))
     index[~valid] = 0
-    width = [st.cat_position.size if b == "cat" else F for b in BLOCKS]
-    used = sorted({int(c) for c in np.unique(code)} | {0})
-    offset = np.zeros(len(BLOCKS), np.int64)
-    offset[used] = np.cumsum([0] + [width[c] for c in used])[:-1]
-    return NodeTests(offset[code] + index, threshold, swap, tuple(BLOCKS[c] for c in used))
+    return NodeTests(start + index, threshold, swap, blocks, offset)
 
 
-def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str, blocks: tuple[str, ...]) -> str:
-    """[N, C]: the columns the node tests read (see :data:`BLOCKS`)."""
+def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, blocks: tuple[str, ...]) -> str:
+    """[N, C]: the columns the node tests read (see :data:`BLOCKS`), NaN-free."""
     cmp = st.threshold.dtype
     to = onnx.helper.np_dtype_to_tensor_dtype(cmp)
-    made: dict[str, str] = {"x": x}
-    if {"w", "negw", "nanw"} & set(blocks):
-        is_zero = g.op("Equal", [x, g.const(cmp.type(0), "zero_cmp")], "x_is_zero")
-        made["w"] = g.op("Where", [is_zero, g.const(cmp.type(np.nan), "nan_cmp"), x], "w")
+    low = g.const(cmp.type(-np.finfo(cmp).max), "missing_low")
+    missing = {"x": x.missing}
+    if any(b.endswith("w") for b in blocks):
+        is_zero = g.op("Equal", [x.value, g.const(cmp.type(0), "zero_cmp")], "x_is_zero")
+        missing["w"] = g.op("Or", [x.missing, is_zero], "w_missing")
+    made: dict[str, str] = {}
     for b in blocks:
-        if b.startswith("neg"):
-            made[b] = g.op("Neg", [made[b[3:]]], b)
-        elif b.startswith("nan"):
-            made[b] = g.op("Cast", [g.op("IsNaN", [made[b[3:]]], f"{b}_bool")], b, to=to)
+        src = b[-1]
+        if b in ("x", "w"):
+            made[b] = g.op("Where", [missing[src], low, x.value], b)
+        elif b.startswith("neg"):
+            made[b] = g.op("Where", [missing[src], low, g.op("Neg", [x.value], f"{b}_value")], b)
+        elif b.startswith(("nan", "hi", "lo")):
+            flag = missing[src]
+            if not b.startswith("nan"):
+                inf = g.op("IsInf", [x.value], f"{b}_inf", detect_negative=int(b.startswith("lo")), detect_positive=int(b.startswith("hi")))
+                flag = g.op("Or", [flag, inf], f"{b}_bool")
+            made[b] = g.op("Cast", [flag], b, to=to)
+        elif b == "zero":
+            shape = g.op("Concat", [row_count(g, x.value), g.const(np.asarray([1], np.int64), "zero_width")], "zero_shape", axis=0)
+            made[b] = g.op("ConstantOfShape", [shape], b, value=onnx.numpy_helper.from_array(np.zeros(1, cmp)))
         elif b == "cat":
-            right = g.op("Not", [categorical_left(g, ens, st, x)], "cat_right")
+            right = g.op("Transpose", [g.op("Not", [categorical_left(g, ens, st, x)], "cat_right_nodes")], "cat_right", perm=[1, 0])
             made[b] = g.op("Cast", [right], "cat_right_cmp", to=to)
     parts = [made[b] for b in blocks]
     return parts[0] if len(parts) == 1 else g.op("Concat", parts, "x_augmented", axis=1)
@@ -332,7 +406,7 @@ def row_count(g: GraphBuilder, x: str) -> str:
 
 
 def test_bits(
-    g: GraphBuilder, ens: Ensemble, st: Stacked, x: str, tests: NodeTests,
+    g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, tests: NodeTests,
     groups: list[tuple[np.ndarray, int]], right: bool, ones: bool,
 ) -> list[str]:
     """Per group of trees ``(trees, I_g)`` a bool [T_g, I_g, N] (``I_g + 1`` with ``ones``): True
@@ -346,7 +420,7 @@ def test_bits(
     xa = augmented_input(g, ens, st, x, tests.blocks)
     columns = g.op("Transpose", [xa], "x_columns", perm=[1, 0])
     if ones:
-        n_rows = row_count(g, x)
+        n_rows = row_count(g, x.value)
         true = onnx.helper.make_tensor("true", onnx.TensorProto.BOOL, [1], [True])
     out = []
     for k, (trees, n) in enumerate(groups):  # (one Gather each: no Slice of a [nodes, N] tensor,
@@ -367,47 +441,51 @@ def test_bits(
 
 
 def merge_categorical(g: GraphBuilder, st: Stacked, numeric: str, categorical: str, hint: str) -> str:
-    """A per-node tensor [N, T * I] with the categorical nodes' entries taken from
-    ``categorical`` [N, M] (``st.cat_position`` order) instead of ``numeric``."""
+    """A node-major tensor [T * I, N] with the categorical nodes' entries taken from
+    ``categorical`` [M, N] (``st.cat_position`` order) instead of ``numeric``."""
     flat = st.n_trees * st.n_internal
-    both = g.op("Concat", [numeric, categorical], f"{hint}_all", axis=1)
+    both = g.op("Concat", [numeric, categorical], f"{hint}_all", axis=0)
     perm = np.arange(flat, dtype=np.int64)
     perm[st.cat_position] = flat + np.arange(st.cat_position.size)
-    return g.op("Gather", [both, g.const(perm, "cat_perm")], f"{hint}_cat", axis=1)
+    return g.op("Gather", [both, g.const(perm, "cat_perm")], f"{hint}_cat", axis=0)
 
 
-def categorical_left(g: GraphBuilder, ens: Ensemble, st: Stacked, x: str) -> str:
-    """Bool [N, M]: True where categorical node m (``st.cat_position`` order) sends the row left.
+def categorical_left(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared) -> str:
+    """Bool [M, N] (node-major): True where categorical node m (``st.cat_position`` order) sends
+    the row left.
 
     Each categorical feature's value becomes a code (1 + index among the feature's categories,
-    0 for anything else: NaN, unseen values) by exact equality; each node then looks its direction
-    up by code."""
-    x_cat = g.op("Gather", [x, g.const(st.cat_features, "cat_features")], "x_cat", axis=1)
+    0 for anything else: missing, unseen values) by exact equality; each node then looks its
+    direction up by code."""
+    features = g.const(st.cat_features, "cat_features")
+    x_cat = gather_columns(g, x.value, features, "x_cat")  # [F_c, N]
+    missing = gather_columns(g, x.missing, features, "x_cat_missing")
     x_cat = _category_codes(g, ens.category_codes, x_cat, st.threshold.dtype)
-    xc = g.unsqueeze(x_cat, [2], "x_cat3")
-    eq = g.op("Cast", [g.op("Equal", [xc, g.const(st.cat_values, "cat_values")], "cat_eq")], "cat_eqf", to=1)
-    width = st.cat_values.shape[1]
-    ranks = g.const(np.arange(1, width + 1, dtype=np.float32), "cat_rank")
-    code = g.reduce_sum(g.op("Mul", [eq, ranks], "cat_ranked"), [2], keepdims=False, hint="cat_code_f")
+    xc = g.unsqueeze(x_cat, [1], "x_cat3")  # [F_c, 1, N] against values [F_c, C, 1]
+    eq = g.op("Cast", [g.op("Equal", [xc, g.const(st.cat_values[:, :, None], "cat_values")], "cat_eq")], "cat_eqf", to=1)
+    ranked = g.op("Mul", [eq, g.const(st.cat_rank[:, :, None], "cat_rank")], "cat_ranked")
+    code = g.reduce_sum(ranked, [1], keepdims=False, hint="cat_code_f")
+    code = g.op("Where", [missing, g.const(np.float32(0), "cat_code_missing"), code], "cat_code_present")
     codes = g.op("Cast", [code], "cat_code", to=7)
-    node_codes = g.op("Gather", [codes, g.const(st.cat_slot, "cat_slot")], "cat_node_code", axis=1)
-    offsets = np.arange(st.cat_slot.size, dtype=np.int64) * (width + 1)
+    slot = g.const(st.cat_slot, "cat_slot")
+    node_codes = g.op("Gather", [codes, slot], "cat_node_code", axis=0)  # [M, N]
+    width = st.cat_values.shape[1]
+    offsets = np.arange(st.cat_slot.size, dtype=np.int64)[:, None] * (width + 1)
     index = g.op("Add", [node_codes, g.const(offsets, "cat_offset")], "cat_index")
     direction = g.op("Gather", [g.const(st.cat_direction, "cat_direction"), index], "cat_dir", axis=0)
     cat_left = g.op("Less", [direction, g.const(np.float32(0), "zero_f32")], "cat_left")
-    if st.cat_nan_left is not None:  # NaN goes elsewhere than unknown categories (XGBoost)
-        node_x = g.op("Gather", [x_cat, g.const(st.cat_slot, "cat_slot_x")], "cat_node_x", axis=1)
-        isnan = g.op("IsNaN", [node_x], "cat_isnan")
-        nan_part = g.op("And", [isnan, g.const(st.cat_nan_left, "cat_nan_left")], "cat_nan_goes_left")
-        rest = g.op("And", [g.op("Not", [isnan], "cat_notnan"), cat_left], "cat_value_goes_left")
+    if st.cat_nan_left is not None:  # missing goes elsewhere than unknown categories (XGBoost)
+        node_missing = g.op("Gather", [missing, slot], "cat_node_missing", axis=0)
+        nan_part = g.op("And", [node_missing, g.const(st.cat_nan_left[:, None], "cat_nan_left")], "cat_nan_goes_left")
+        rest = g.op("And", [g.op("Not", [node_missing], "cat_present"), cat_left], "cat_value_goes_left")
         cat_left = g.op("Or", [nan_part, rest], "cat_left_nan")
     return cat_left
 
 
 def _category_codes(g: GraphBuilder, rule: CategoryCodes, x: str, dtype: np.dtype) -> str:
     """The category codes of values ``x`` (``dtype``) under ``rule`` (see
-    :func:`tree2mat.ir.core.category_codes`): -1 for values that match nothing, NaN stays NaN
-    (every comparison with NaN is false, and Floor keeps it)."""
+    :func:`tree2mat.ir.core.category_codes`): -1 for values that match nothing (``x`` holds no
+    NaN: missing cells are masked by the caller)."""
     if rule is CategoryCodes.EXACT:
         return x
     minus1, zero = g.const(dtype.type(-1), "cat_invalid"), g.const(dtype.type(0), "cat_zero")
@@ -420,16 +498,16 @@ def _category_codes(g: GraphBuilder, rule: CategoryCodes, x: str, dtype: np.dtyp
     return g.op("Where", [invalid, minus1, floor], "cat_code_x")
 
 
-def _linear_values(g: GraphBuilder, ens: Ensemble, st: Stacked, gidx: str, vals: str, x: str) -> str:
+def _linear_values(g: GraphBuilder, ens: Ensemble, st: Stacked, gidx: str, vals: str, x: Compared) -> str:
     """Tree outputs [T, N, K] with linear leaves: constant plus coefficient times feature, added
-    term by term in float64 as LightGBM does; the plain value where a used feature is NaN. Each
+    term by term in float64 as LightGBM does; the plain value where a used feature is missing. Each
     tree's output lands in its own column (``output_index``)."""
     assert st.linear is not None
     const, feature, coef = st.linear
     P = feature.shape[1]
     out = g.op("Gather", [g.const(const, "linear_const"), gidx], "lin_acc", axis=0)  # [T, N]
     if P:
-        x64 = x if st.threshold.dtype == np.float64 else g.op("Cast", [x], "x_f64", to=11)
+        x64 = x.value if x.dtype == np.float64 else g.op("Cast", [x.value], "x_f64", to=11)
         # Per tree and row, the leaf's feature ids [N, T * P] and the values there (GatherElements).
         feats = g.op("Gather", [g.const(np.maximum(feature, 0), "linear_feature"), gidx], "lin_feat", axis=0)
         used = g.op("Gather", [g.const(feature >= 0, "linear_used"), gidx], "lin_used", axis=0)
@@ -439,7 +517,10 @@ def _linear_values(g: GraphBuilder, ens: Ensemble, st: Stacked, gidx: str, vals:
         xs = g.op("GatherElements", [x64, flat], "lin_x_flat", axis=1)
         shape = g.const(np.asarray([-1, st.n_trees, P], np.int64), "lin_shape")
         xs = g.op("Transpose", [g.op("Reshape", [xs, shape], "lin_x_rows")], "lin_x", perm=[1, 0, 2])
-        nan = g.op("And", [used, g.op("IsNaN", [xs], "lin_isnan")], "lin_nan")
+        flags = g.op("GatherElements", [g.op("Cast", [x.missing], "x_missing_f64", to=11), flat], "lin_missing_flat", axis=1)
+        flags = g.op("Transpose", [g.op("Reshape", [flags, shape], "lin_missing_rows")], "lin_missing", perm=[1, 0, 2])
+        missing = g.op("Greater", [flags, g.const(np.float64(0.5), "lin_half")], "lin_is_missing")
+        nan = g.op("And", [used, missing], "lin_nan")
         n_nan = g.reduce_sum(g.op("Cast", [nan], "lin_nan_f", to=1), [2], keepdims=False, hint="lin_nan_count")
         any_nan = g.op("Greater", [n_nan, g.const(np.float32(0), "lin_zero_f32")], "lin_nan_any")
         terms = g.op("Where", [used, g.op("Mul", [xs, coefs], "lin_prod"), g.const(np.float64(0), "lin_zero")], "lin_terms")
@@ -466,62 +547,135 @@ def one_class_per_tree(ens: Ensemble) -> bool:
     return K > 1 and T % K == 0 and np.array_equal(ens.output_index, np.arange(T) % K)
 
 
-def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str, x: str) -> str:
-    """From leaf ids [T, N] (int64) to the margin [N, K] float64: gather values, sum the trees in
-    order in the library's accumulation dtype (the base score is already in the first tree's
-    values, see :func:`stack`). ``x``: the compared input (for linear leaves).
+def internal_dtype(ens: Ensemble, opts: GraphOptions) -> np.dtype:
+    """The dtype of the graph's margin and head: float32 (the graph contract: no float64 tensor)
+    unless the graph takes float64 (``--dtype float64``) or the model has linear leaves (LightGBM
+    multiplies inputs by float64 coefficients, which float32 cannot repeat)."""
+    if np.dtype(opts.dtype) == np.float64 or any(t.is_linear for t in ens.trees):
+        return np.dtype(np.float64)
+    return np.dtype(np.float32)
+
+
+def _tree_values(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str, table: np.ndarray, hint: str) -> tuple[str, bool]:
+    """Each tree's values at its leaf ``leaf`` [T, N] from ``table`` [T * L, K] (:class:`Stacked`'s
+    layout): [T, N, K], or for boosted multiclass [rounds, K, N] (the flag).
 
     Values are picked per tree with ``GatherElements`` on the last axis of a [T, L * K] table
     (onnxruntime's fast layout; a ``Gather`` from the flat table by global id is several times
     slower)."""
-    if st.linear is not None:
-        offsets = (np.arange(st.n_trees, dtype=np.int64) * st.n_leaves)[:, None]
-        gidx = g.op("Add", [leaf, g.const(offsets, "leaf_offset")], "leaf_global")
-        vals = g.op("Gather", [g.const(st.values, "leaf_values"), gidx], "tree_values", axis=0)
-        return _sum_trees(g, ens, st, _linear_values(g, ens, st, gidx, vals, x), st.values.dtype)
-    K = st.values.shape[1]
+    K = table.shape[1]
     T = st.n_trees
     if one_class_per_tree(ens):
         # One tree per class and round (boosted multiclass): each tree's own class value only,
         # [rounds, K, N] summed over the rounds, instead of K values per tree (K - 1 of them 0).
-        own = st.values.reshape(T, st.n_leaves, K)[np.arange(T), :, np.arange(T) % K]
-        vals = g.op("GatherElements", [g.const(own, "leaf_values"), leaf], "tree_values_own", axis=1)
-        rounds = g.op("Reshape", [vals, g.const(np.asarray([T // K, K, -1], np.int64), "rounds_shape")], "tree_values_rounds")
-        return _sum_trees(g, ens, st, rounds, st.values.dtype, class_rows=True)
-    table = g.const(st.values.reshape(T, st.n_leaves * K), "leaf_values")
+        own = table.reshape(T, st.n_leaves, K)[np.arange(T), :, np.arange(T) % K]
+        vals = g.op("GatherElements", [g.const(own, f"{hint}_own"), leaf], f"{hint}_tree_own", axis=1)
+        shape = g.const(np.asarray([T // K, K, -1], np.int64), f"{hint}_rounds_shape")
+        return g.op("Reshape", [vals, shape], f"{hint}_tree_rounds"), True
+    flat = g.const(table.reshape(T, st.n_leaves * K), hint)
     if K == 1:
-        vals = g.unsqueeze(g.op("GatherElements", [table, leaf], "tree_values_2d", axis=1), [2], "tree_values")
-    else:
-        leaf3 = g.unsqueeze(leaf, [2], "leaf_3d")
-        idx = g.op("Add", [g.op("Mul", [leaf3, g.const(np.int64(K), "n_outputs_i64")], "leaf_k"),
-                           g.const(np.arange(K, dtype=np.int64), "output_k")], "leaf_value_index")
-        flat_shape = g.const(np.asarray([0, -1], np.int64), "per_tree_shape")
-        picked = g.op("GatherElements", [table, g.op("Reshape", [idx, flat_shape], "leaf_value_flat")], "tree_values_flat", axis=1)
-        vals = g.op("Reshape", [picked, g.const(np.asarray([0, -1, K], np.int64), "tree_values_shape")], "tree_values")
-    return _sum_trees(g, ens, st, vals, st.values.dtype)
+        return g.unsqueeze(g.op("GatherElements", [flat, leaf], f"{hint}_tree_2d", axis=1), [2], f"{hint}_tree"), False
+    leaf3 = g.unsqueeze(leaf, [2], f"{hint}_leaf_3d")
+    idx = g.op("Add", [g.op("Mul", [leaf3, g.const(np.int64(K), f"{hint}_n_outputs")], f"{hint}_leaf_k"),
+                       g.const(np.arange(K, dtype=np.int64), f"{hint}_output_k")], f"{hint}_index")
+    flat_index = g.op("Reshape", [idx, g.const(np.asarray([0, -1], np.int64), f"{hint}_flat_shape")], f"{hint}_index_flat")
+    picked = g.op("GatherElements", [flat, flat_index], f"{hint}_tree_flat", axis=1)
+    return g.op("Reshape", [picked, g.const(np.asarray([0, -1, K], np.int64), f"{hint}_tree_shape")], f"{hint}_tree"), False
 
 
-def weighted_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, weights: str) -> str:
-    """From leaf weights [T, N, L] (float64, summing to 1 per tree and row: the soft forms) to
-    the margin [N, K] float64: each tree's weighted leaf values, summed as :func:`leaf_margin` sums."""
-    values = st.values.astype(np.float64).reshape(st.n_trees, st.n_leaves, -1)
-    vals = g.op("MatMul", [weights, g.const(values, "leaf_values_T")], "tree_values")
-    return _sum_trees(g, ens, st, vals, np.dtype(np.float64))
+def _reduce_trees(g: GraphBuilder, vals: str, class_rows: bool, hint: str) -> str:
+    """Per-tree outputs ([T, N, K], or [rounds, K, N]) summed over the trees: [N, K]."""
+    total = g.reduce_sum(vals, [0], keepdims=False, hint=hint)
+    return g.op("Transpose", [total], f"{hint}_rows", perm=[1, 0]) if class_rows else total
 
 
-def _sum_trees(g: GraphBuilder, ens: Ensemble, st: Stacked, vals: str, acc: np.dtype, class_rows: bool = False) -> str:
-    """Per-tree outputs [T, N, K] (``acc``; with ``class_rows``, [rounds, K, N]) summed over the
-    trees, averaged (MEAN), plus the base score not folded into the values; float64 [N, K]."""
-    total = g.reduce_sum(vals, [0], keepdims=False, hint="margin_sum")
-    if class_rows:
-        total = g.op("Transpose", [total], "margin_sum_rows", perm=[1, 0])
+def digit_plan(ens: Ensemble, st: Stacked) -> _digits.Plan:
+    """The grids of a float32 graph's exact sums: margins are at most S = max over outputs of
+    the sum over trees of their largest |value| (plus what of the base score is not folded)."""
+    T, L, K = st.n_trees, st.n_leaves, st.values.shape[1]
+    peak = np.abs(st.values.astype(np.float64)).reshape(T, L, K).max(axis=1)  # [T, K]
+    scale = float((peak.sum(axis=0) + np.abs(st.base_rest.astype(np.float64))).max())
+    touches = np.zeros((T, K), bool)
+    for t, k in enumerate(ens.output_index):
+        touches[t, :] = k == -1
+        if k >= 0:
+            touches[t, k] = True
+    return _digits.plan(max(scale, 2.0**-99), int(touches.sum(axis=0).max()) + 1)
+
+
+def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str, x: Compared, internal: np.dtype) -> Margin:
+    """From leaf ids [T, N] (int64) to the margin [N, K] (``internal``, see :func:`internal_dtype`):
+    gather values, sum the trees (the base score is already in the first tree's values, see
+    :func:`stack`), average (MEAN). ``x``: the compared input (for linear leaves).
+
+    float64: summed in the library's accumulation dtype, in order (onnxruntime's ``ReduceSum``
+    adds along the first axis in order): bit-identical to the libraries. float32 for a library
+    that sums in float32 (XGBoost): likewise. float32 for one that sums in float64: exact sums of
+    :mod:`_digits`, whose normalized digits decide the labels."""
+    if st.linear is not None:
+        offsets = (np.arange(st.n_trees, dtype=np.int64) * st.n_leaves)[:, None]
+        gidx = g.op("Add", [leaf, g.const(offsets, "leaf_offset")], "leaf_global")
+        vals = g.op("Gather", [g.const(st.values, "leaf_values"), gidx], "tree_values", axis=0)
+        total = _reduce_trees(g, _linear_values(g, ens, st, gidx, vals, x), False, "margin_sum")
+        return _finish_sum(g, ens, st, total, st.values.dtype, internal)
+    return _summed(g, ens, st, internal, lambda table, hint: _tree_values(g, ens, st, leaf, table, hint), False)
+
+
+def weighted_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, weights: str, internal: np.dtype) -> Margin:
+    """From leaf weights [T, N, L] (``internal``, summing to 1 per tree and row: the soft forms)
+    to the margin [N, K]: each tree's weighted leaf values, summed as :func:`leaf_margin` sums.
+    Labels follow the value (the forms are approximations: no exact digits)."""
+
+    def weighted(table: np.ndarray, hint: str) -> tuple[str, bool]:
+        values = table.astype(internal).reshape(st.n_trees, st.n_leaves, -1)
+        return g.op("MatMul", [weights, g.const(values, f"{hint}_T")], f"{hint}_tree"), False
+
+    return _summed(g, ens, st, internal, weighted, True)
+
+
+def _summed(
+    g: GraphBuilder, ens: Ensemble, st: Stacked, internal: np.dtype,
+    tree_values: Callable[[np.ndarray, str], tuple[str, bool]], approximate: bool,
+) -> Margin:
+    """The margin from ``tree_values(table, hint)``: per-tree outputs from a [T * L, K] table of
+    leaf values (see :func:`_tree_values`). ``approximate``: a soft form (its products are not
+    exact, so its labels follow the value)."""
+    acc = np.dtype(ens.accumulate_dtype)
+    if internal == np.float64 or acc == np.float32:
+        dtype = internal if approximate else acc
+        total = _reduce_trees(g, *tree_values(st.values.astype(dtype), "leaf_values"), "margin_sum")
+        return _finish_sum(g, ens, st, total, dtype, internal)
+    p = digit_plan(ens, st)
+    base = _digits.split(st.base_rest, p)
+    sums = []
+    for k, table in enumerate(_digits.split(st.values, p)):
+        total = _reduce_trees(g, *tree_values(table, f"leaf_digits{k}"), f"digit_sum{k}")
+        if np.any(base[k]):
+            total = g.op("Add", [total, g.const(base[k], f"base_digit{k}")], f"digit_sum{k}_base")
+        sums.append(total)
+    digits = _digits.normalize(g, sums, p, "margin_digit")
+    value, residual = _digits.fold(g, digits, p, "margin_digits", residual=ens.link is Link.EXP)
+    if ens.aggregation is Aggregation.MEAN:
+        if len(set(ens.trees_per_output().tolist())) > 1:
+            raise UnsupportedModelError("an averaged ensemble with a different number of trees per output needs --dtype float64")
+        value = g.op("Div", [value, g.const(ens.trees_per_output().astype(np.float32), "n_trees")], "margin_mean")
+        residual = None
+    margin = g.op("Identity", [value], "margin")
+    if approximate:
+        return Margin(margin, np.dtype(np.float32), residual=residual)
+    return Margin(margin, np.dtype(np.float32), digits, p, residual)
+
+
+def _finish_sum(g: GraphBuilder, ens: Ensemble, st: Stacked, total: str, acc: np.dtype, internal: np.dtype) -> Margin:
+    """A plain sum over the trees [N, K] (``acc``) averaged (MEAN), plus the base score not
+    folded into the values, as ``internal``."""
     if ens.aggregation is Aggregation.MEAN:
         total = g.op("Div", [total, g.const(ens.trees_per_output().astype(acc), "n_trees")], "margin_mean")
     if np.any(st.base_rest):
         total = g.op("Add", [total, g.const(st.base_rest.astype(acc), "base_score")], "margin_base")
-    if acc == np.float64:
-        return g.op("Identity", [total], "margin")
-    return g.op("Cast", [total], "margin", to=11)
+    if acc == internal:
+        return Margin(g.op("Identity", [total], "margin"), internal)
+    return Margin(g.op("Cast", [total], "margin", to=onnx.helper.np_dtype_to_tensor_dtype(internal)), internal)
 
 
 def leaves_output(g: GraphBuilder, leaf: str) -> str:

@@ -22,7 +22,9 @@ The path from the input to the float outputs has no ArgMax, Sign or comparison: 
 choose, in ``Where``, the constant logits of missing values (NaN, LightGBM's Zero) and of
 categorical nodes, whose test stays hard (a category has no neighbour to be close to). The label
 of a classifier is the argmax of its probabilities, as for any classifier. Logits are clipped to
-+-1e4 (beyond it, sigmoid and tanh are 0 or 1 in float64). All arithmetic is float64.
++-1e4 (beyond it, sigmoid and tanh are 0 or 1). Arithmetic is in the graph's internal dtype
+(float32, or float64 with ``--dtype float64``); leaf values are summed as the exact forms sum
+them (exact digits in float32), so that the limit is the model's values.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ PAD_SCORE = -1e6
 
 def half_gaps(threshold: np.ndarray) -> np.ndarray:
     """Per threshold ``t'`` (its dtype: the compare dtype), half the distance to the next
-    representable value above it, as float64; 0 for infinite thresholds."""
+    representable value above it, in that dtype; 0 for infinite thresholds."""
     t = np.asarray(threshold)
     with np.errstate(over="ignore", invalid="ignore"):
         up = np.nextafter(t, t.dtype.type(np.inf)).astype(np.float64)
@@ -54,32 +56,39 @@ def half_gaps(threshold: np.ndarray) -> np.ndarray:
         t64 = t.astype(np.float64)
         gap = np.where(np.isfinite(up), up - t64, t64 - down)  # at the largest finite value: below
         half = np.where(np.isfinite(t64), gap / 2, 0.0)
-    # Below float64's smallest gap (t' = 0 in float64) the half rounds to 0; keep it positive.
-    return np.where(np.isfinite(t64), np.maximum(half, np.float64(5e-324)), 0.0)
+    # Below the smallest gap (the half of a subnormal step) the half rounds to 0; keep it positive.
+    tiny = np.finfo(t.dtype).smallest_subnormal
+    return np.where(np.isfinite(t64), np.maximum(half.astype(t.dtype), tiny), 0).astype(t.dtype)
 
 
-def node_logits(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, x_cmp: str, tau: float) -> str:
-    """Float64 [N, T * I]: per node ``(t' - x + h) / tau`` clipped to +-LOGIT_CAP; +-CAP where
-    the value is missing (by where it goes) and at categorical nodes (their codes are taken
-    from ``x_cmp``, the input in the compare dtype)."""
+def node_logits(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, x_cmp: _layout.Compared, tau: float) -> str:
+    """[N, T * I] (the internal dtype, that of ``x``; computed node-major): per node ``(t' - x + h) / tau`` clipped to
+    +-LOGIT_CAP; +-CAP where the value is missing (by where it goes), at categorical nodes (their
+    codes are taken from ``x_cmp``, the input in the compare dtype) and at infinite thresholds
+    (t' = +inf: every value goes left; -inf: only -inf does)."""
     flat = st.n_trees * st.n_internal
-    x64 = g.op("Cast", [x], "x_f64", to=onnx.TensorProto.DOUBLE)
-    gathered, missing = _layout.node_values(g, st, x64, np.dtype(np.float64))
+    dt = x.dtype.type
+    gathered, missing = _layout.node_values(g, st, x)
     t = st.threshold.reshape(flat)
-    diff = g.op("Sub", [g.const(t.astype(np.float64), "threshold_f64"), gathered], "t_minus_x")
-    diff = g.op("Add", [diff, g.const(half_gaps(t), "half_gap")], "t_minus_x_h")
-    # inf - inf (x = t' = +-inf): x <= t' holds, the row goes left.
-    diff = g.op("Where", [g.op("IsNaN", [diff], "diff_isnan"), g.const(np.float64(np.inf), "inf_f64"), diff], "diff")
-    cap = np.float64(LOGIT_CAP)
-    logit = g.op("Clip", [g.op("Div", [diff, g.const(np.float64(tau), "temperature")], "logit_raw"),
+    finite = np.isfinite(t)
+    diff = g.op("Sub", [g.const(np.where(finite, t, 0).astype(x.dtype)[:, None], "threshold_soft"), gathered], "t_minus_x")
+    diff = g.op("Add", [diff, g.const(half_gaps(t).astype(x.dtype)[:, None], "half_gap")], "t_minus_x_h")
+    cap = dt(LOGIT_CAP)
+    logit = g.op("Clip", [g.op("Div", [diff, g.const(dt(tau), "temperature")], "logit_raw"),
                           g.const(-cap, "logit_low"), g.const(cap, "logit_high")], "logit_clipped")
-    fill = np.where(np.isneginf(st.nan_fill.reshape(flat)), cap, -cap)  # -inf fill: missing goes left
+    if not finite.all():
+        low_inf = g.op("IsInf", [gathered], "x_nodes_neginf", detect_positive=0)
+        infinite = np.where(t > 0, cap, -cap).astype(x.dtype)[:, None]  # +inf: left; -inf: right but for -inf
+        fixed = g.op("Where", [g.op("And", [low_inf, g.const(np.isneginf(t)[:, None], "threshold_neginf")], "x_at_neginf"),
+                               g.const(cap, "logit_neginf"), g.const(infinite, "logit_infinite")], "logit_infinite_t")
+        logit = g.op("Where", [g.const(~finite[:, None], "threshold_infinite"), fixed, logit], "logit_finite_t")
+    fill = np.where(st.nan_left.reshape(flat), cap, -cap).astype(x.dtype)[:, None]
     logit = g.op("Where", [missing, g.const(fill, "missing_logit"), logit], "logit_numeric")
-    if st.cat_position.size == 0:
-        return logit
-    cat = g.op("Where", [_layout.categorical_left(g, ens, st, x_cmp), g.const(cap, "cat_logit_left"),
-                         g.const(-cap, "cat_logit_right")], "cat_logit")
-    return _layout.merge_categorical(g, st, logit, cat, "logit")
+    if st.cat_position.size:
+        cat = g.op("Where", [_layout.categorical_left(g, ens, st, x_cmp), g.const(cap, "cat_logit_left"),
+                             g.const(-cap, "cat_logit_right")], "cat_logit")
+        logit = _layout.merge_categorical(g, st, logit, cat, "logit")
+    return g.op("Transpose", [logit], "logit_rows", perm=[1, 0])
 
 
 def _padding(ens: Ensemble, st: _layout.Stacked) -> np.ndarray:
@@ -87,30 +96,30 @@ def _padding(ens: Ensemble, st: _layout.Stacked) -> np.ndarray:
     return np.arange(st.n_leaves)[None, None, :] >= np.asarray([t.n_leaves for t in ens.trees])[:, None, None]
 
 
-def soft_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str) -> str:
+def soft_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str, dtype: np.dtype) -> str:
     """Leaf probabilities [T, N, L]: products of sigmoids along each path."""
     bt = sign.template_tensors(ens, st)[0].transpose(0, 2, 1)  # [T, I, L]
     left, right = np.where(bt < 0, 1.0, 0.0), np.where(bt > 0, 1.0, 0.0)
-    log_left = g.op("Neg", [softplus(g, g.op("Neg", [logit], "neg_logit"), "sp_left")], "log_p_left")
-    log_right = g.op("Neg", [softplus(g, logit, "sp_right")], "log_p_right")
+    log_left = g.op("Neg", [softplus(g, g.op("Neg", [logit], "neg_logit"), "sp_left", dtype)], "log_p_left")
+    log_right = g.op("Neg", [softplus(g, logit, "sp_right", dtype)], "log_p_right")
     both = g.op("Concat", [_exact.trees_first(g, st, log_left, "log_left"), _exact.trees_first(g, st, log_right, "log_right")], "log_p_nodes", axis=2)
-    paths = g.const(np.concatenate([left, right], axis=1), "path_matrix")  # [T, 2I, L]
+    paths = g.const(np.concatenate([left, right], axis=1).astype(dtype), "path_matrix")  # [T, 2I, L]
     log_p = g.op("MatMul", [both, paths], "log_p_leaves")
-    pad = np.where(_padding(ens, st), PAD_SCORE, 0.0)
+    pad = np.where(_padding(ens, st), PAD_SCORE, 0.0).astype(dtype)
     log_p = g.op("Add", [log_p, g.const(pad, "pad_leaves")], "log_p_padded")
     return g.op("Exp", [log_p], "leaf_weights")
 
 
-def softmax_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str, tau: float) -> str:
+def softmax_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str, tau: float, dtype: np.dtype) -> str:
     """Leaf weights [T, N, L]: softmax over the leaves of (B tanh(-logit) - depth) / tau."""
     b, depth = sign.template_tensors(ens, st)
     bt, depth = b.transpose(0, 2, 1), depth[:, None, :]  # [T, I, L], [T, 1, L]
     # A padding leaf (B row 0) scores PAD_SCORE, times tau above 1: weight 0 at any temperature.
     depth = np.where(_padding(ens, st), -PAD_SCORE * max(1.0, tau), depth.astype(np.float64))
     h = g.op("Tanh", [g.op("Neg", [logit], "neg_logit")], "h_soft")
-    scores = g.op("MatMul", [_exact.trees_first(g, st, h, "h"), g.const(bt.astype(np.float64), "template_T")], "template_scores")
-    scores = g.op("Sub", [scores, g.const(depth, "depth")], "score_minus_depth")
-    scaled = g.op("Div", [scores, g.const(np.float64(tau), "temperature_scores")], "scores_scaled")
+    scores = g.op("MatMul", [_exact.trees_first(g, st, h, "h"), g.const(bt.astype(dtype), "template_T")], "template_scores")
+    scores = g.op("Sub", [scores, g.const(depth.astype(dtype), "depth")], "score_minus_depth")
+    scaled = g.op("Div", [scores, g.const(np.dtype(dtype).type(tau), "temperature_scores")], "scores_scaled")
     return g.op("Softmax", [scaled], "leaf_weights", axis=2)
 
 
@@ -137,12 +146,14 @@ def _build(ens: Ensemble, opts: GraphOptions, name: str) -> onnx.ModelProto:
     # Exact forms compare in the library's dtype (sklearn: float32 even for float64 input); the
     # soft forms take the input as given, so that the graph is smooth in it (a float32 cast
     # would make it a staircase). Categorical codes still use the library's dtype.
-    x = _layout.compared_input(g, ens, opts, dtype=opts.dtype)
-    x_cmp = x if st.threshold.dtype == np.dtype(opts.dtype) else _layout.compared_input(g, ens, opts)
+    internal = _layout.internal_dtype(ens, opts)
+    x = _layout.compared_input(g, ens, opts, dtype=internal)
+    x_cmp = x if st.threshold.dtype == internal else _layout.compared_input(g, ens, opts)
     logit = node_logits(g, ens, st, x, x_cmp, tau)
-    weights = soft_weights(g, ens, st, logit) if name == "soft" else softmax_weights(g, ens, st, logit, tau)
+    weights = soft_weights(g, ens, st, logit, internal) if name == "soft" else softmax_weights(g, ens, st, logit, tau, internal)
     doc = f"tree2mat {name} form of {ens.source} at temperature {tau:g} (an approximation: exact only as the temperature goes to 0)"
-    return _exact.finish(g, ens, _layout.weighted_margin(g, ens, st, weights), opts, doc, {"tree2mat.temperature": repr(float(tau))})
+    margin = _layout.weighted_margin(g, ens, st, weights, internal)
+    return _exact.finish(g, ens, margin, opts, doc, {"tree2mat.temperature": repr(float(tau))})
 
 
 def build_soft(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:

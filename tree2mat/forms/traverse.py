@@ -28,7 +28,8 @@ class NodeTable:
     of a node are neighbours: ``first`` (where a row goes when the node's test is false) and
     ``first + 1`` (where ``value > threshold``). Per node [T, P]: the ``column`` of the augmented
     input it reads, its ``threshold`` and ``first``; ``leaf``: each leaf node's leaf index.
-    A leaf points at itself with threshold +inf, so a row that reached it stays there."""
+    A leaf points at itself and reads the always-0 column against 0, so a row that reached it
+    stays there."""
 
     column: np.ndarray  # int32 [T, P]
     threshold: np.ndarray  # compare dtype [T, P]
@@ -41,13 +42,12 @@ class NodeTable:
 
 def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
     """Each node's test (:func:`_layout.node_tests`) at its breadth-first place; a swap node's
-    children change places, so that ``value > threshold`` leads to ``first + 1`` everywhere (and
-    NaN, false in every test, to the side the library sends it)."""
-    tests = _layout.node_tests(ens, st)
+    children change places, so that ``value > threshold`` leads to ``first + 1`` everywhere."""
+    tests = _layout.node_tests(ens, st, extra=("zero",))
     T = st.n_trees
     P = max(2 * t.n_internal + 1 for t in ens.trees)
-    column = np.zeros((T, P), np.int32)
-    threshold = np.full((T, P), np.inf, st.threshold.dtype)
+    column = np.full((T, P), tests.offset["zero"], np.int32)
+    threshold = np.zeros((T, P), st.threshold.dtype)
     first = np.zeros((T, P), np.int32)
     leaf = np.zeros((T, P), np.int64)
     for t, tree in enumerate(ens.trees):
@@ -66,34 +66,69 @@ def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
     return NodeTable(column[order], threshold[order], first[order], leaf[order], tests.blocks, order, depth[order])
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: str, opts: GraphOptions) -> str:
+#: Copies of the node table the walk may add (see :func:`cuts`), at least, in bytes.
+CUT_BYTES = 64 * 2**20
+
+
+def cuts(depth: np.ndarray, row_bytes: int) -> list[int]:
+    """The levels at which the walk sets finished trees aside (``depth``: the trees' depths,
+    non-increasing). ``GatherElements`` takes data and indices of the same size on every axis
+    but the gathered one, so each such level slices the node tables to the trees still walking
+    (constants a runtime folds once: memory, not time). Every level where some tree finishes,
+    unless those copies would pass the larger of the table's own size and ``CUT_BYTES``: then
+    the cuts that save the least walking per byte are dropped."""
+    T = depth.size
+    keep = [int(np.count_nonzero(depth > d)) for d in range(int(depth[0]) + 1)]
+    chosen = [d for d in range(1, int(depth[0])) if keep[d] < keep[d - 1]]
+    budget = max(T * row_bytes, CUT_BYTES)
+
+    def cost(i: int) -> float:  # walking added per byte saved by dropping cut i
+        before = keep[chosen[i - 1]] if i else T
+        after = chosen[i + 1] if i + 1 < len(chosen) else int(depth[0])
+        return (before - keep[chosen[i]]) * (after - chosen[i]) / max(keep[chosen[i]] * row_bytes, 1)
+
+    while chosen and sum(keep[d] for d in chosen) * row_bytes > budget:
+        chosen.pop(min(range(len(chosen)), key=cost))
+    return chosen
+
+
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> str:
     """Rows walk every tree level by level, all trees at once. Each step is three
     ``GatherElements`` from the node table (trees x rows, last axis), one from the augmented
     input (rows x trees, last axis: the fast layout of both), a ``Greater``, and the next node
-    ``first + (value > threshold)``."""
+    ``first + (value > threshold)``. Every ``GatherElements`` takes data and indices of the same
+    size on the other axis (the ONNX rule OpenVINO enforces): the tables are sliced to the trees
+    still walking where some finish (:func:`cuts`)."""
     tab = node_table(ens, st)
     xa = _layout.augmented_input(g, ens, st, x, tab.blocks)
     int32 = onnx.TensorProto.INT32
     # Level 0: every row at every root; rows x trees (GatherElements of the expanded root
     # columns: a Gather on axis 1 is several times slower).
-    n_rows = _layout.row_count(g, x)
+    n_rows = _layout.row_count(g, x.value)
     rows_trees = g.op("Concat", [n_rows, g.const(np.asarray([st.n_trees], np.int64), "n_trees_1d")], "rows_trees", axis=0)
     roots = g.op("Expand", [g.const(tab.column[None, :, 0], "root_column"), rows_trees], "root_columns")
     xv = g.op("GatherElements", [xa, roots], "xv0", axis=1)
     step = g.op("Cast", [g.op("Greater", [xv, g.const(tab.threshold[:, 0], "root_threshold")], "right0")], "step0", to=int32)
     cur = g.op("Transpose", [g.op("Add", [step, g.const(tab.first[:, 0], "root_first")], "node1_rows")], "node1", perm=[1, 0])
-    # Trees deepest first: level d walks only the trees deeper than d (the first rows of the
-    # tables: GatherElements takes indices smaller than the data), the others are set aside.
+    # Trees deepest first: from a cut on, only the trees deeper than it are walked (the first
+    # rows of the tables), the others are set aside.
     done: list[str] = []
     active = st.n_trees
+    row_bytes = tab.column.shape[1] * (4 + 4 + tab.threshold.dtype.itemsize)
+    cut_levels = set(cuts(tab.depth, row_bytes))
     if tab.depth[0] > 1:
         column, threshold = g.const(tab.column, "node_column"), g.const(tab.threshold, "node_threshold")
         first = g.const(tab.first, "node_first")
     for d in range(1, int(tab.depth[0])):  # trees x rows
-        keep = int(np.count_nonzero(tab.depth > d))
-        if keep < active:
+        if d in cut_levels:
+            keep = int(np.count_nonzero(tab.depth > d))
             done.append(_rows(g, cur, keep, active, f"done{d}"))
-            cur, active = _rows(g, cur, 0, keep, f"node{d}_deep"), keep
+            cur = _rows(g, cur, 0, keep, f"node{d}_deep")
+            # (a Gather of the first rows, not a Slice: OpenVINO 2026.4 drops a Slice of a
+            # constant that feeds GatherElements, then refuses the shapes)
+            rows = g.const(np.arange(keep, dtype=np.int64), f"trees_{keep}")
+            column, threshold, first = (g.op("Gather", [t, rows], f"{t}_{keep}", axis=0) for t in (column, threshold, first))
+            active = keep
         cols = g.op("Transpose", [g.op("GatherElements", [column, cur], f"col{d}", axis=1)], f"col{d}_rows", perm=[1, 0])
         xv = g.op("Transpose", [g.op("GatherElements", [xa, cols], f"xv{d}_rows", axis=1)], f"xv{d}", perm=[1, 0])
         right = g.op("Greater", [xv, g.op("GatherElements", [threshold, cur], f"thr{d}", axis=1)], f"right{d}")

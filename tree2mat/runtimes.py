@@ -1,0 +1,250 @@
+"""ONNX runtimes a graph can be verified on: one registry, ``RUNTIMES``.
+
+Each entry loads a graph and runs it on rows, returning the outputs by name; ``verify --runtime``
+and the runtime matrix in the tests use the same entries. A runtime whose package is missing is
+an error naming the install command (never a silent fallback to another runtime).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from tree2mat.convert import needs_external_data, write_external
+from tree2mat.errors import DeviceUnavailableError, VerificationError
+
+#: ``run(X) -> outputs by name``, for one loaded graph.
+Run = Callable[[np.ndarray], dict[str, np.ndarray]]
+#: onnxruntime's providers per ``--device``.
+PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"]}
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """An ONNX runtime: how to tell it is installed, its version, and how to run a graph on it."""
+
+    name: str
+    #: What the user installs (shown when it is missing).
+    install: str
+    summary: str
+    #: The version of the installed runtime, or None when it is not installed.
+    version: Callable[[], str | None]
+    #: ``load(model, output_names, device) -> run``: the graph ready to run on ``device`` (cpu,
+    #: or for onnxruntime cuda), computing ``output_names``.
+    load: Callable[[onnx.ModelProto, Sequence[str], str], Run]
+
+    def available(self) -> bool:
+        return self.version() is not None
+
+    def check(self) -> str:
+        """The version; a DeviceUnavailableError naming the install command when missing."""
+        found = self.version()
+        if found is None:
+            raise DeviceUnavailableError(f"--runtime {self.name}: not installed; {self.install}")
+        return found
+
+
+def _dist_version(dist: str) -> Callable[[], str | None]:
+    def version() -> str | None:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    return version
+
+
+def _failed(runtime: str, what: str, exc: BaseException) -> VerificationError:
+    text = " ".join(str(exc).split())
+    if len(text) > 600:
+        text = text[:600] + " ..."
+    return VerificationError(f"{runtime} {what}: {type(exc).__name__}: {text}")
+
+
+# ------------------------------------------------------------------------------- onnxruntime
+
+
+def _onnxruntime(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    try:
+        if not needs_external_data(model):
+            sess = ort.InferenceSession(model.SerializeToString(), opts, providers=PROVIDERS[device])
+        else:
+            with tempfile.TemporaryDirectory(prefix="tree2mat-") as tmp:  # over 2 GiB: by file
+                path = Path(tmp) / "graph.onnx"
+                write_external(model, path, "graph.onnx.data")
+                sess = ort.InferenceSession(str(path), opts, providers=PROVIDERS[device])
+    except Exception as exc:
+        raise _failed("onnxruntime", f"cannot load the graph on {device}", exc) from exc
+    name = sess.get_inputs()[0].name
+
+    def run(X: np.ndarray) -> dict[str, np.ndarray]:
+        try:
+            return dict(zip(outputs, sess.run(list(outputs), {name: X})))
+        except Exception as exc:
+            raise _failed("onnxruntime", f"failed to run the graph on {device}", exc) from exc
+
+    return run
+
+
+# ------------------------------------------------------------------ onnx's reference evaluator
+
+
+def _gather_elements_op() -> type:
+    """onnx's reference ``GatherElements`` as fixed upstream (onnx pull request 8444, merged
+    2026-09, in no release yet): ``numpy.take_along_axis`` on the data cut to the indices'
+    extent. The released one (1.23.2) picks values with ``numpy.choose``, which takes at most 64
+    choices: past 64 entries on the gathered axis it raises, or returns the first index of each
+    row for every element of it."""
+    from onnx.reference.op_run import OpRun
+
+    class GatherElements(OpRun):
+        def _run(self, data, indices, axis=None):
+            axis = 0 if axis is None else int(axis)
+            axis = axis % data.ndim
+            cut = tuple(slice(None) if k == axis else slice(0, n) for k, n in enumerate(indices.shape))
+            return (np.take_along_axis(data[cut], indices.astype(np.int64), axis=axis),)
+
+    return GatherElements
+
+
+def _reference(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        ref = ReferenceEvaluator(model, new_ops=[_gather_elements_op()])
+    except Exception as exc:
+        raise _failed("the onnx reference evaluator", "cannot load the graph", exc) from exc
+    name = model.graph.input[0].name
+
+    def run(X: np.ndarray) -> dict[str, np.ndarray]:
+        try:
+            got = ref.run(list(outputs), {name: X})
+        except Exception as exc:
+            raise _failed("the onnx reference evaluator", "failed to run the graph", exc) from exc
+        return {n: np.asarray(v) for n, v in zip(outputs, got)}
+
+    return run
+
+
+# ---------------------------------------------------------------------------------- OpenVINO
+
+
+def _openvino(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
+    import openvino as ov
+
+    core = ov.Core()
+    try:
+        net = core.read_model(model.SerializeToString())
+        # f32 arithmetic as the graph says: OpenVINO's CPU plugin otherwise lowers float ops to
+        # bf16 on CPUs that have it (its default precision hint), which no exact graph survives.
+        compiled = core.compile_model(net, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    except Exception as exc:
+        raise _failed("OpenVINO", "cannot load the graph", exc) from exc
+    ports = {}
+    for port in compiled.outputs:
+        for n in port.get_names():
+            ports[n] = port
+    missing = [n for n in outputs if n not in ports]
+    if missing:
+        raise VerificationError(f"OpenVINO: the compiled graph has no output {missing[0]!r}")
+    request = compiled.create_infer_request()
+
+    def run(X: np.ndarray) -> dict[str, np.ndarray]:
+        try:
+            got = request.infer({0: X})
+            return {n: np.array(got[ports[n]]) for n in outputs}
+        except Exception as exc:
+            raise _failed("OpenVINO", "failed to run the graph", exc) from exc
+
+    return run
+
+
+# -------------------------------------------------------------------------------------- tract
+
+
+def _tract(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
+    import tract
+
+    with tempfile.TemporaryDirectory(prefix="tree2mat-tract-") as tmp:
+        path = Path(tmp) / "graph.onnx"
+        path.write_bytes(model.SerializeToString())
+        try:
+            inference = tract.onnx().load(str(path))
+            graph_outputs = [o.name for o in model.graph.output]
+            for k in range(len(graph_outputs)):  # (tract infers them; the declared ones may be partial)
+                inference.set_output_fact(k, None)
+            typed = inference.into_model()
+            runnable = typed.into_runnable()
+        except Exception as exc:
+            raise _failed("tract", "cannot load the graph", exc) from exc
+    where = {n: graph_outputs.index(n) for n in outputs}
+
+    def run(X: np.ndarray) -> dict[str, np.ndarray]:
+        try:
+            got = runnable.run([X])
+            return {n: got[where[n]].to_numpy() for n in outputs}
+        except Exception as exc:
+            raise _failed("tract", "failed to run the graph", exc) from exc
+
+    return run
+
+
+# --------------------------------------------------------------------------------------- IREE
+
+
+def _iree(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
+    import iree.compiler as ireec
+    import iree.runtime as rt
+    from iree.compiler.extras import onnx_importer
+    from iree.compiler.ir import Context
+
+    try:
+        context = Context()
+        info = onnx_importer.ModelInfo(onnx.shape_inference.infer_shapes(model, data_prop=True))
+        module = info.create_module(context=context).operation
+        onnx_importer.NodeImporter.define_function(info.main_graph, module).import_all()
+        module.verify()
+        flatbuffer = ireec.compile_str(
+            module.get_asm(assume_verified=True), target_backends=["llvm-cpu"], input_type="onnx",
+            extra_args=["--iree-llvmcpu-target-cpu=host"],
+        )
+        config = rt.Config("local-task")
+        ctx = rt.SystemContext(config=config)
+        ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, flatbuffer))
+        fn = ctx.modules.module[model.graph.name]
+    except Exception as exc:
+        raise _failed("IREE", "cannot compile the graph", exc) from exc
+    graph_outputs = [o.name for o in model.graph.output]
+    where = {n: graph_outputs.index(n) for n in outputs}
+
+    def run(X: np.ndarray) -> dict[str, np.ndarray]:
+        try:
+            got = fn(X)
+            got = got if isinstance(got, (list, tuple)) else [got]
+            return {n: np.asarray(got[where[n]].to_host()) for n in outputs}
+        except Exception as exc:
+            raise _failed("IREE", "failed to run the graph", exc) from exc
+
+    return run
+
+
+RUNTIMES: dict[str, Runtime] = {
+    r.name: r
+    for r in (
+        Runtime("onnxruntime", "pip install onnxruntime", "onnxruntime's CPU execution provider", _dist_version("onnxruntime"), _onnxruntime),
+        Runtime("reference", "pip install onnx", "onnx's own reference evaluator (onnx.reference)", _dist_version("onnx"), _reference),
+        Runtime("openvino", "pip install 'tree2mat[openvino]'", "OpenVINO's CPU plugin, f32 precision", _dist_version("openvino"), _openvino),
+        Runtime("tract", "pip install 'tree2mat[tract]'", "Sonos' tract (Rust)", _dist_version("tract"), _tract),
+        Runtime("iree", "pip install 'tree2mat[iree]'", "IREE: the graph imported and compiled for llvm-cpu", _dist_version("iree-base-runtime"), _iree),
+    )
+}
