@@ -4,8 +4,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tree2mat-installed
 DEMO   := build/demo
+# The JavaScript runtimes (onnxruntime-node, onnxruntime-web, and playwright-core for the browser
+# tests), from js/package-lock.json, when Node.js is on the PATH. onnxruntime-node's CPU binaries
+# ship in its package: no install script runs (--ignore-scripts).
+NODE_DIR   := build/node
+NODE_STAMP := $(NODE_DIR)/.tree2mat-installed
+HAS_NODE   := $(shell command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && echo yes)
+export TREE2MAT_NODE_MODULES := $(CURDIR)/$(NODE_DIR)/node_modules
 
-.PHONY: demo test fuzz install clean
+.PHONY: demo test test-webgpu fuzz install node clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,6 +20,14 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(NODE_STAMP): js/package.json js/package-lock.json
+	mkdir -p $(NODE_DIR)
+	cp js/package.json js/package-lock.json $(NODE_DIR)/
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $(NODE_STAMP)
+
+node: $(NODE_STAMP)
 
 # Train a real model from a seed, convert it, verify it against scikit-learn; then the same for a
 # whole pipeline (preprocessing and a forest) through skl2onnx.
@@ -26,7 +41,9 @@ demo: $(STAMP)
 	$(BIN)/tree2mat verify $(DEMO)/pipeline/pipeline.joblib $(DEMO)/pipeline/pipeline.onnx --data $(DEMO)/pipeline/rows.npy
 
 # Lint (ruff) and type check (mypy, tree2mat and cli) before the tests: a finding fails make test.
-test: $(STAMP)
+# The runtime matrix (tests/test_runtimes.py) runs the Python runtimes always and the Node.js ones
+# when node is present (the Makefile installs their npm packages first).
+test: $(STAMP) $(if $(HAS_NODE),$(NODE_STAMP))
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2

@@ -8,6 +8,10 @@ an error naming the install command (never a silent fallback to another runtime)
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -216,7 +220,7 @@ def _iree(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -
         module.verify()
         flatbuffer = ireec.compile_str(
             module.get_asm(assume_verified=True), target_backends=["llvm-cpu"], input_type="onnx",
-            extra_args=["--iree-llvmcpu-target-cpu=host"],
+            extra_args=["--iree-llvmcpu-target-cpu=host", "--iree-input-demote-f64-to-f32=false"],
         )
         config = rt.Config("local-task")
         ctx = rt.SystemContext(config=config)
@@ -238,6 +242,78 @@ def _iree(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -
     return run
 
 
+# ---------------------------------------------------------- onnxruntime-node / -web in Node.js
+
+NODE_INSTALL = (
+    "it needs Node.js (node on the PATH) and the npm package: npm install {package}@1.30 in your project "
+    "(found in the nearest node_modules from the current directory up), or anywhere with "
+    "TREE2MAT_NODE_MODULES=that/node_modules"
+)
+
+#: The script that runs a graph in Node.js (shipped with the package).
+NODE_SCRIPT = Path(__file__).with_name("js") / "run_graph.mjs"
+NODE_DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32, "bool": np.bool_, "uint8": np.uint8, "int8": np.int8}
+
+
+def node_modules(package: str) -> Path | None:
+    """The ``node_modules`` folder that holds ``package``: ``TREE2MAT_NODE_MODULES`` if set, else
+    the nearest one from the current directory up (as Node.js itself looks)."""
+    env = os.environ.get("TREE2MAT_NODE_MODULES")
+    candidates = [Path(env)] if env else [d / "node_modules" for d in (Path.cwd(), *Path.cwd().parents)]
+    return next((c for c in candidates if (c / package / "package.json").is_file()), None)
+
+
+def _node_version(package: str) -> Callable[[], str | None]:
+    def version() -> str | None:
+        folder = node_modules(package)
+        if shutil.which("node") is None or folder is None:
+            return None
+        return str(json.loads((folder / package / "package.json").read_text())["version"])
+
+    return version
+
+
+def _node(package: str) -> Callable[[onnx.ModelProto, Sequence[str], str], Run]:
+    def load(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
+        folder = node_modules(package)
+        node = shutil.which("node")
+        if folder is None or node is None:
+            raise DeviceUnavailableError(f"--runtime {package}: not installed; {RUNTIMES[package].install}")
+        model_bytes = model.SerializeToString()
+        name = model.graph.input[0].name
+
+        def run(X: np.ndarray) -> dict[str, np.ndarray]:
+            with tempfile.TemporaryDirectory(prefix="tree2mat-node-") as tmp:
+                where = Path(tmp)
+                (where / "graph.onnx").write_bytes(model_bytes)
+                np.ascontiguousarray(X).tofile(where / "input.bin")
+                request = {
+                    "model": str(where / "graph.onnx"), "outputs": list(outputs), "dir": tmp,
+                    "input": {"name": name, "dtype": X.dtype.name, "shape": list(X.shape), "file": str(where / "input.bin")},
+                }
+                (where / "request.json").write_text(json.dumps(request))
+                env = {**os.environ, "TREE2MAT_NODE_MODULES": str(folder)}
+                done = subprocess.run([node, str(NODE_SCRIPT), package, str(where / "request.json")],
+                                      capture_output=True, text=True, env=env, check=False)
+                if done.returncode != 0:
+                    lines = [line for line in done.stderr.splitlines() if line.strip()]
+                    error = next((line for line in lines if "Error" in line), lines[-1] if lines else f"exit {done.returncode}")
+                    raise VerificationError(f"{package} failed to run the graph: {' '.join(error.split())[:600]}")
+                described = json.loads(done.stdout.strip().splitlines()[-1])["outputs"]
+                out = {}
+                for o in described:
+                    path = Path(o["file"])
+                    if o["dtype"] == "string":
+                        out[o["name"]] = np.asarray(json.loads(path.read_text()), dtype=object).reshape(o["shape"])
+                    else:
+                        out[o["name"]] = np.fromfile(path, NODE_DTYPES[o["dtype"]]).reshape(o["shape"])
+                return out
+
+        return run
+
+    return load
+
+
 RUNTIMES: dict[str, Runtime] = {
     r.name: r
     for r in (
@@ -246,5 +322,13 @@ RUNTIMES: dict[str, Runtime] = {
         Runtime("openvino", "pip install 'tree2mat[openvino]'", "OpenVINO's CPU plugin, f32 precision", _dist_version("openvino"), _openvino),
         Runtime("tract", "pip install 'tree2mat[tract]'", "Sonos' tract (Rust)", _dist_version("tract"), _tract),
         Runtime("iree", "pip install 'tree2mat[iree]'", "IREE: the graph imported and compiled for llvm-cpu", _dist_version("iree-base-runtime"), _iree),
+        Runtime(
+            "onnxruntime-node", NODE_INSTALL.format(package="onnxruntime-node"),
+            "onnxruntime's Node.js binding (CPU)", _node_version("onnxruntime-node"), _node("onnxruntime-node"),
+        ),
+        Runtime(
+            "onnxruntime-web", NODE_INSTALL.format(package="onnxruntime-web"),
+            "onnxruntime-web's WebAssembly backend, run in Node.js", _node_version("onnxruntime-web"), _node("onnxruntime-web"),
+        ),
     )
 }

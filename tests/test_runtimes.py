@@ -1,0 +1,181 @@
+"""The runtime matrix: each exact form's graph of five models, verified on every ONNX runtime
+(onnx's reference evaluator, OpenVINO, tract, IREE; onnxruntime-node and onnxruntime-web's wasm
+backend in Node.js when node is present, which `make test` installs the npm packages for;
+onnxruntime is every other test) against the library's own predictions on rows on every
+threshold and its float32 neighbours, NaN and +-inf rows, with the leaf of every tree checked
+against the reference evaluator.
+
+The models are those the portability issue measured: a random forest, and, fitted on data with
+NaN cells, scikit-learn's HistGradientBoostingClassifier, an XGBClassifier and a 3-class
+LGBMClassifier; a GradientBoostingRegressor. Also: the soft forms run everywhere with onnxruntime's
+outputs, every graph meets the graph contract (no float64 tensor, no +-inf or NaN constant), and
+``verify --runtime`` fails a graph with one threshold moved by one float32 step.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import lightgbm as lgb
+import numpy as np
+import onnx
+import pytest
+import xgboost as xgb
+from onnx import numpy_helper
+from sklearn.datasets import make_classification, make_regression
+from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingClassifier, RandomForestClassifier
+
+import tree2mat
+from tree2mat.cli import main
+from tree2mat.runtimes import RUNTIMES
+from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
+
+from conftest import EXACT_VARIANTS, with_holes
+
+EXACT = [name for name, spec in tree2mat.FORMS.items() if spec.exact]
+SOFT = [name for name, spec in tree2mat.FORMS.items() if not spec.exact]
+#: Every runtime but onnxruntime (the rest of the suite runs on it).
+OTHERS = [name for name in RUNTIMES if name != "onnxruntime"]
+#: Runtimes in Node.js: skipped where node or their npm package is missing (`make test` installs
+#: the packages when node is on the PATH); the Python ones are in the test extra and must run.
+NODE = ("onnxruntime-node", "onnxruntime-web")
+
+
+def needs(runtime: str) -> None:
+    if runtime in NODE and not RUNTIMES[runtime].available():
+        pytest.skip(f"{runtime}: no node on the PATH or no npm package (make test installs it when node is present)")
+
+
+def _data(classes: int, nan: bool) -> tuple[np.ndarray, np.ndarray]:
+    if classes:
+        X, y = make_classification(1500, 8, n_informative=5, n_classes=classes, random_state=0)
+    else:
+        X, y = make_regression(1500, 8, n_informative=5, noise=1.0, random_state=0)
+    return (with_holes(X, np.random.default_rng(0)) if nan else X), y
+
+
+MODELS = {
+    "RandomForestClassifier": lambda: RandomForestClassifier(n_estimators=20, max_depth=7, random_state=0).fit(*_data(2, False)),
+    "HistGradientBoostingClassifier, NaN": lambda: HistGradientBoostingClassifier(max_iter=20, random_state=0).fit(*_data(2, True)),
+    "XGBClassifier, NaN": lambda: xgb.XGBClassifier(n_estimators=20, max_depth=5).fit(*_data(2, True)),
+    "LGBMClassifier 3 classes, NaN": lambda: lgb.LGBMClassifier(n_estimators=15, num_leaves=15, verbose=-1).fit(*_data(3, True)),
+    "GradientBoostingRegressor": lambda: GradientBoostingRegressor(n_estimators=20, max_depth=4, random_state=0).fit(*_data(0, False)),
+}
+
+
+@functools.cache
+def fitted(name: str):
+    return MODELS[name]()
+
+
+@functools.cache
+def graph(name: str, form: str) -> onnx.ModelProto:
+    return tree2mat.convert(fitted(name), form)
+
+
+@pytest.mark.parametrize("runtime", OTHERS)
+@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("name", list(MODELS))
+def test_exact_forms_route_exactly_on_every_runtime(name, form, runtime):
+    needs(runtime)
+    report = tree2mat.verify(fitted(name), graph(name, form), runtime=runtime, rows=200)
+    assert report.passed, report.summary()
+    assert report.runtime == f"{runtime} {RUNTIMES[runtime].version()}"
+    kinds = report.row_kinds
+    assert kinds["threshold"] > 0 and kinds["extreme"] > 0
+    ens = tree2mat.load(fitted(name))
+    assert bool(kinds.get("nan")) == ens.accepts_nan and bool(kinds.get("inf")) == ens.accepts_inf
+    assert {o.name for o in report.outputs} >= {"routing"}
+
+
+@pytest.mark.parametrize("runtime", OTHERS)
+@pytest.mark.parametrize(("form", "matmul"), [(f, m) for f, m in EXACT_VARIANTS if m != "float32"])
+def test_reduced_precision_matmuls_route_exactly_on_every_runtime(form, matmul, runtime):
+    """--matmul float16 (MatMul) and int8 (MatMulInteger) run and stay exact everywhere too."""
+    needs(runtime)
+    name = "LGBMClassifier 3 classes, NaN"
+    report = tree2mat.verify(fitted(name), tree2mat.convert(fitted(name), form, matmul=matmul), runtime=runtime, rows=200)
+    assert report.passed, report.summary()
+
+
+@pytest.mark.parametrize("runtime", OTHERS)
+@pytest.mark.parametrize("form", SOFT)
+@pytest.mark.parametrize("name", ["HistGradientBoostingClassifier, NaN", "LGBMClassifier 3 classes, NaN"])
+def test_soft_forms_run_on_every_runtime(name, form, runtime):
+    """The approximations give onnxruntime's outputs (they are not the model's: nothing to
+    compare with but the graph itself)."""
+    needs(runtime)
+    ens = tree2mat.load(fitted(name))
+    onx = graph(name, form)
+    X = synthesize(ens, 200)[0]
+    want = GraphRunner(onx, "cpu").run(X)
+    got = GraphRunner(onx, "cpu", runtime).run(X)
+    for out, exp in want.items():
+        rep = compare(out, "cpu", got[out], exp, X, default_atol(ens, "float32"), 1e-5, out == "label")
+        assert rep.passed, rep
+
+
+@pytest.mark.parametrize("form", EXACT + SOFT)
+@pytest.mark.parametrize("name", list(MODELS))
+def test_graphs_keep_the_contract(name, form):
+    """No float64 tensor anywhere (after shape inference), no +-inf or NaN constant, every
+    GatherElements with data and indices of one size on every axis but the gathered one."""
+    onx = graph(name, form)
+    inferred = onnx.shape_inference.infer_shapes(onx, strict_mode=True, data_prop=True)
+    typed = list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input)
+    assert not [v.name for v in typed if v.type.tensor_type.elem_type == onnx.TensorProto.DOUBLE]
+    for t in onx.graph.initializer:
+        a = numpy_helper.to_array(t)
+        assert a.dtype != np.float64, t.name
+        assert a.dtype.kind != "f" or np.isfinite(a).all(), t.name
+    shapes = {v.name: [d.dim_value if d.HasField("dim_value") else d.dim_param for d in v.type.tensor_type.shape.dim] for v in typed}
+    shapes.update({t.name: list(t.dims) for t in onx.graph.initializer})
+    for node in onx.graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                assert np.isfinite(numpy_helper.to_array(attr.t)).all(), node.name
+        if node.op_type == "GatherElements":
+            data, index = shapes[node.input[0]], shapes[node.input[1]]
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+            assert len(data) == len(index) and all(a == b for k, (a, b) in enumerate(zip(data, index)) if k != axis % len(data)), (node.name, data, index)
+
+
+def test_verify_on_openvino_fails_a_threshold_moved_by_one_float32_step(tmp_path):
+    """The issue's gate: exit 0 on the graph tree2mat wrote, 1 on the same graph with one root
+    threshold one float32 step away."""
+    import joblib
+
+    name = "RandomForestClassifier"
+    joblib.dump(fitted(name), tmp_path / "model.joblib")
+    onx = tree2mat.convert(fitted(name), "traverse")
+    tree2mat.save(onx, tmp_path / "model.onnx")
+    moved = onnx.ModelProto()
+    moved.CopyFrom(onx)
+    init = next(t for t in moved.graph.initializer if t.name == "root_threshold")
+    values = numpy_helper.to_array(init).copy()
+    values[0] = np.nextafter(values[0], np.float32(np.inf))
+    init.CopyFrom(numpy_helper.from_array(values, init.name))
+    tree2mat.save(moved, tmp_path / "moved.onnx")
+    args = ["verify", str(tmp_path / "model.joblib")]
+    assert main([*args, str(tmp_path / "model.onnx"), "--runtime", "openvino"]) == 0
+    assert main([*args, str(tmp_path / "moved.onnx"), "--runtime", "openvino"]) == 1
+
+
+def test_runtime_errors_are_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    import joblib
+
+    joblib.dump(fitted("GradientBoostingRegressor"), tmp_path / "m.joblib")
+    tree2mat.save(graph("GradientBoostingRegressor", "traverse"), tmp_path / "m.onnx")
+    args = ["verify", str(tmp_path / "m.joblib"), str(tmp_path / "m.onnx")]
+    assert main([*args, "--runtime", "nosuch"]) == 2
+    assert "unknown runtime 'nosuch'; choose one of onnxruntime, reference" in capsys.readouterr().err
+    assert main([*args, "--runtime", "openvino", "--device", "cuda"]) == 2
+    assert "--runtime openvino runs on the CPU" in capsys.readouterr().err
+    from dataclasses import replace
+
+    import tree2mat.runtimes as runtimes
+
+    monkeypatch.setitem(runtimes.RUNTIMES, "tract", replace(RUNTIMES["tract"], version=lambda: None))
+    assert main([*args, "--runtime", "tract"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--runtime tract: not installed; pip install 'tree2mat[tract]'" in err
