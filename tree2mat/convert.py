@@ -15,7 +15,7 @@ from tree2mat import frontends, pipelines
 from tree2mat._files import atomic_write, atomic_write_files, writable_target
 from tree2mat.errors import OptionError
 from tree2mat.forms import AUTO, DEFAULT_FORM, DEFAULT_OPSET, FORMS, MIN_OPSET, GraphOptions, auto, check_form
-from tree2mat.forms._layout import LEAF_TENSOR, internal_dtype
+from tree2mat.forms._layout import internal_dtype
 from tree2mat.ir.core import Ensemble
 
 DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
@@ -147,7 +147,6 @@ def convert(
         "tree2mat.raw": str(int(opts.raw)),
         "tree2mat.exact": str(int(FORMS[form].exact)),
         "tree2mat.arithmetic": internal_dtype(ens, opts).name,
-        **({"tree2mat.leaf_tensor": LEAF_TENSOR} if FORMS[form].exact else {}),
         **({"tree2mat.matmul": opts.matmul} if opts.matmul != "float32" else {}),
         **({"tree2mat.auto": reason} if reason is not None else {}),
     })
@@ -174,7 +173,7 @@ def _convert_pipeline(
         "tree2mat.exact": str(int(all(FORMS[f].exact for f in forms))),
         **{key: value for step in steps for key, value in step.items() if key in ("tree2mat.auto", "tree2mat.matmul", "tree2mat.temperature")},
         # verify checks the routing of the last step (it has scikit-learn's rows for it)
-        **({"tree2mat.leaf_tensor": steps[-1]["tree2mat.leaf_tensor"]} if len(steps) == 1 and "tree2mat.leaf_tensor" in steps[-1] else {}),
+        **({key: steps[-1][key] for key in ("tree2mat.leaf_tensor", "tree2mat.exit_layout") if key in steps[-1]} if len(steps) == 1 else {}),
     })
     return _checked(model, step)
 

@@ -29,6 +29,7 @@ from tree2mat.convert import needs_external_data
 from tree2mat.data import DATA_SUFFIXES, ArrayRows, Rows, load_data, open_rows, read_chunks  # noqa: F401 (re-exported)
 from tree2mat.errors import DataError, DeviceUnavailableError, ModelFileError, OptionError, VerificationError
 from tree2mat.forms import FORMS
+from tree2mat.forms._layout import EXIT_LEAVES, leaf_ids_of
 from tree2mat.ir import evaluate
 from tree2mat.ir.core import CategoryCodes, Ensemble, Tree
 from tree2mat.ir.thresholds import compare_dtype, float32_neighbours, graph_thresholds
@@ -439,21 +440,36 @@ def _leaf_tensor(model: onnx.ModelProto) -> str | None:
     return _metadata(model).get("tree2mat.leaf_tensor")
 
 
-def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble) -> tuple[onnx.ModelProto, bool]:
-    """A copy of ``model`` that also outputs the leaf-id tensor, when tree2mat wrote it for a
-    model of this many trees."""
+#: ``leaves(index) -> leaf ids [N, T]``: a graph's exit index [T, N] as leaf ids.
+LeafIds = Callable[[np.ndarray], np.ndarray]
+
+
+def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble) -> tuple[onnx.ModelProto, LeafIds | None]:
+    """A copy of ``model`` that also outputs the exit index, when tree2mat wrote it for a model
+    of this many trees, and how to read leaf ids off it (``tree2mat.exit_layout``: the index is
+    the leaf ids, or positions of the form's exit layout; see :class:`tree2mat.forms._layout.Exit`)."""
     meta = _metadata(model)
     leaf = meta.get("tree2mat.leaf_tensor")
     if not leaf or meta.get("tree2mat.n_trees") != str(ens.n_trees):
-        return model, False
+        return model, None
     produced = {o for n in model.graph.node for o in n.output}
     if leaf not in produced:
-        return model, False
+        return model, None
+    if meta.get("tree2mat.exit_layout", EXIT_LEAVES) == EXIT_LEAVES:
+        leaves: LeafIds = lambda index: np.asarray(index).T  # noqa: E731
+        dtype = onnx.TensorProto.INT64
+    else:
+        form = FORMS.get(meta.get("tree2mat.form", ""))
+        if form is None or form.exit_layout is None:
+            return model, None
+        order, slots = form.exit_layout(ens)
+        leaves = lambda index: leaf_ids_of(index, order, slots).T  # noqa: E731
+        dtype = onnx.TensorProto.INT32 if meta.get("tree2mat.form") == "traverse" else onnx.TensorProto.INT64
     out = onnx.ModelProto()
     out.CopyFrom(model)
     if leaf not in {o.name for o in out.graph.output}:
-        out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, onnx.TensorProto.INT64, [ens.n_trees, "N"]))
-    return out, True
+        out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, dtype, [ens.n_trees, "N"]))
+    return out, leaves
 
 
 # ------------------------------------------------------------------------------- the comparison
@@ -652,7 +668,8 @@ def verify(
         notes.append(f"a pipeline: {pipelines.describe(pipeline)}'s own predictions compared with the graph's outputs")
     if isinstance(model, Ensemble):
         notes.append("no original library model: compared with tree2mat's reference evaluator")
-    onx_run, routing = _with_leaf_output(onx, ens)
+    onx_run, leaf_ids = _with_leaf_output(onx, ens)
+    routing = leaf_ids is not None
     leaf_name = meta.get("tree2mat.leaf_tensor", "")
     if not routing:
         notes.append("the graph exposes no tree2mat leaf ids: routing checked through outputs only")
@@ -677,8 +694,12 @@ def verify(
                     continue
                 rep = compare(name, dev, got[name], np.asarray(exp), X, atol_v, rtol, name == "label", max_report, done)
                 reports[dev, name] = merge(reports.get((dev, name)), rep, max_report)
-            if leaves_ref is not None:
-                rep = compare("routing", dev, got[leaf_name].T, leaves_ref, X, 0, 0, True, max_report, done)
+            if leaves_ref is not None and leaf_ids is not None:
+                try:
+                    got_leaves = leaf_ids(got[leaf_name])
+                except ValueError as exc:  # an index of the wrong shape: a broken graph
+                    raise VerificationError(f"the graph's leaf ids: {exc}") from exc
+                rep = compare("routing", dev, got_leaves, leaves_ref, X, 0, 0, True, max_report, done)
                 reports[dev, "routing"] = merge(reports.get((dev, "routing")), rep, max_report)
         done += X.shape[0]
         if progress is not None:

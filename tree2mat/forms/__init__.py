@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import onnx
 
 from tree2mat.errors import OptionError
@@ -23,6 +24,9 @@ class FormSpec:
     bytes_per_row: Callable[[Ensemble], int]
     #: Element types its path-matching MatMul can run in (``--matmul``); exact forms only.
     matmul: tuple[str, ...] = ("float32",)
+    #: Exact forms: ``(order, slots)`` of the graph's exit index (see :class:`_layout.Exit`),
+    #: by which ``verify`` maps it to leaf ids.
+    exit_layout: Callable[[Ensemble], tuple[np.ndarray, np.ndarray]] | None = None
 
 
 FORMS: dict[str, FormSpec] = {
@@ -36,6 +40,7 @@ FORMS: dict[str, FormSpec] = {
             constant_bytes=_exact.dense_constant_bytes,
             bytes_per_row=_exact.dense_bytes_per_row,
             matmul=tuple(_exact.MATMUL_DTYPES),
+            exit_layout=_exact.exit_layout,
         ),
         FormSpec(
             name="bitvector",
@@ -45,6 +50,7 @@ FORMS: dict[str, FormSpec] = {
             constant_bytes=_exact.dense_constant_bytes,
             bytes_per_row=_exact.dense_bytes_per_row,
             matmul=tuple(_exact.MATMUL_DTYPES),
+            exit_layout=_exact.exit_layout,
         ),
         FormSpec(
             name="traverse",
@@ -53,6 +59,7 @@ FORMS: dict[str, FormSpec] = {
             summary="root-to-leaf walk, one level per step for all trees at once (GatherElements); memory grows with nodes, not nodes x leaves",
             constant_bytes=traverse.constant_bytes,
             bytes_per_row=traverse.bytes_per_row,
+            exit_layout=traverse.exit_layout,
         ),
         FormSpec(
             name="soft",

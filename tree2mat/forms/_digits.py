@@ -9,12 +9,14 @@ Instead every leaf value v (float64) is split at build time into P digits,
 
 each digit a float32 small enough that the sum over all trees of one digit stays below 2**24 in
 magnitude: every partial sum is an integer float32 can hold, so ``ReduceSum`` is exact on every
-runtime, in any order. After the sum the digits are normalized (carries by ``Floor``: d_2..d_P in
-[0, R)), which makes the margin's order the lexicographic order of its digits: labels (a margin
-against a cutoff, the first maximal class) are decided exactly on integers. The dropped remainder
-is at most trees x g_P / 2 <= 2**-43 x S (S: the largest possible |margin|), far below the
-tolerance of ``verify``; a margin within that of a class boundary is where the library's own
-float64 rounding decides, and ``verify`` reports such a row.
+runtime, in any order. Labels are decided exactly on the integer digit sums: a margin against a cutoff by the
+sign of floor(difference / g_1), found by carries (``Floor``) from the last digit up; the first
+maximal class on normalized digits (carries leave d_2..d_P in [0, R)), whose lexicographic order
+is the margins' order. The dropped remainder
+is at most trees x g_P / 2 <= 6e-8 (or 2**-43 x S for margins past 2**19; S: the largest
+possible |margin|), an eighth of the tolerance of ``verify``; only a margin that close to a class
+boundary can get another label than the library's (``verify`` reports such a row). Two digits
+for a hundred trees of margins up to a few dozen, three for more.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from tree2mat.forms._graph import GraphBuilder
 #: Bits of the first digit's grid below S: sums of first digits stay within 2**22 (twice that
 #: for a difference of two sums, and carries), under float32's 2**24.
 TOP_BITS = 21
-#: Bits of precision below S wanted at the last digit, per addend.
-TARGET_BITS = 43
+#: The remainders the last digit drops add up to at most trees x g_P / 2 <= DROPPED (absolute)
+#: or 2**-43 x S, the larger: an eighth of verify's tolerance of a float32 graph (at least
+#: 4 eps32 = 2**-21, and 1e-12 x S).
+DROPPED = 2.0**-24
 #: Largest margin bound S a float32 graph takes (beyond, its values would not fit float32).
 MAX_SCALE = 2.0**100
 
@@ -50,8 +54,9 @@ class Plan:
         return len(self.exponents)
 
 
-def plan(scale: float, addends: int) -> Plan:
-    """Grids for sums of ``addends`` values whose total magnitude is at most ``scale``."""
+def plan(scale: float, addends: int, divisor: float = 1.0) -> Plan:
+    """Grids for sums of ``addends`` values whose total magnitude is at most ``scale`` (and
+    that are then divided by ``divisor``: an average, whose error shrinks with it)."""
     if not 0 < scale <= MAX_SCALE or scale < 2.0**-100:
         raise UnsupportedModelError(
             f"the model's margins reach {scale:.3g}: a float32 graph cannot hold them exactly; "
@@ -64,8 +69,10 @@ def plan(scale: float, addends: int) -> Plan:
             f"{addends} trees add to one output: too many for exact float32 sums; convert with --dtype float64"
         )
     top = math.ceil(math.log2(scale)) - TOP_BITS
-    n_more = math.ceil((TARGET_BITS - TOP_BITS + k) / bits)
-    return Plan(tuple(top - p * bits for p in range(n_more + 1)), bits)
+    exponents = [top]
+    while addends * 2.0 ** (exponents[-1] - 1) > max(DROPPED, 2.0**-43 * scale) * divisor:
+        exponents.append(exponents[-1] - bits)
+    return Plan(tuple(exponents), bits)
 
 
 def split(values: np.ndarray, p: Plan) -> list[np.ndarray]:
@@ -90,6 +97,14 @@ def normalized(values: np.ndarray, p: Plan) -> list[np.ndarray]:
     return [d.astype(np.float32) for d in digits]
 
 
+def on_grid(value: float, p: Plan, strict: bool) -> tuple[float, bool]:
+    """A constant c for ``margin > c`` (``strict``) or ``margin >= c`` as a constant on the last
+    grid and the comparison that decides the same for every margin the digits hold (multiples of
+    that grid): ``m > c`` iff ``m > floor(c)``; ``m >= c`` iff ``m > floor(c)`` unless c is on it."""
+    floor = float(np.ldexp(np.floor(np.ldexp(value, -p.exponents[-1])), p.exponents[-1]))
+    return floor, strict or floor != value
+
+
 def normalize(g: GraphBuilder, digits: Sequence[str], p: Plan, hint: str) -> list[str]:
     """Carry each digit's multiples of R into the one before it: digits 2..P in [0, R). All
     steps exact (integers below 2**24, scaling by powers of two)."""
@@ -104,21 +119,45 @@ def normalize(g: GraphBuilder, digits: Sequence[str], p: Plan, hint: str) -> lis
 
 
 def fold(g: GraphBuilder, digits: Sequence[str], p: Plan, hint: str, residual: bool = False) -> tuple[str, str | None]:
-    """The float32 value of normalized digits (one rounding per digit, least significant first:
-    within two ulps), and with ``residual`` what that value leaves out (for links that magnify
-    the margin's rounding, such as exp)."""
-    inverse = g.const(np.float32(2.0**-p.bits), f"{hint}_fold_inverse")
+    """The float32 value of digit sums (normalized or not; one rounding per digit, least
+    significant first: within two ulps of the margin), and with ``residual`` what that value
+    leaves out (for links that magnify the margin's rounding, such as exp)."""
     acc, tail = digits[-1], digits[-1]
     for k in range(p.n_digits - 2, -1, -1):
-        tail = g.op("Mul", [acc, inverse], f"{hint}{k}_tail")
+        tail = g.op("Mul", [acc, g.const(np.float32(2.0**-p.bits), f"{hint}_fold_inverse")], f"{hint}{k}_tail")
         acc = g.op("Add", [digits[k], tail], f"{hint}{k}_folded")
     scale = g.const(np.float32(2.0 ** p.exponents[0]), f"{hint}_grid")
     value = g.op("Mul", [acc, scale], hint)
     if not residual:
         return value, None
-    # acc = fl(d_1 + tail) with |d_1| >= |tail| or d_1 = 0: its error, exactly (Fast2Sum).
-    lost = g.op("Sub", [tail, g.op("Sub", [acc, digits[0]], f"{hint}_taken")], f"{hint}_lost")
+    # The last addition's rounding error, exactly (TwoSum: no assumption on the magnitudes).
+    taken = g.op("Sub", [acc, digits[0]], f"{hint}_taken")
+    lost = g.op("Add", [g.op("Sub", [digits[0], g.op("Sub", [acc, taken], f"{hint}_first")], f"{hint}_first_lost"),
+                        g.op("Sub", [tail, taken], f"{hint}_tail_lost")], f"{hint}_lost")
     return value, g.op("Mul", [lost, scale], f"{hint}_residual")
+
+
+def at_least(g: GraphBuilder, digits: Sequence[str], p: Plan, constant: Sequence[np.ndarray] | None, strict: bool, hint: str) -> str:
+    """Bool: the margin (digit sums, normalized or not) > ``constant`` (``strict``) or >= it,
+    exactly (``constant``: normalized digits on the grids, see :func:`on_grid`; None: zero).
+    With e the digits of the difference D, carries from the last digit up give e_1 + the
+    carries = floor(D / g_1) (``Floor``), which is >= 0 exactly when D is, or ceil(D / g_1)
+    (``Ceil``), which is > 0 exactly when D is."""
+    e = []
+    for k, d in enumerate(digits):
+        ck = None if constant is None or not np.any(constant[k]) else g.const(np.asarray(constant[k], np.float32), f"{hint}_c{k}")
+        e.append(d if ck is None else g.op("Sub", [d, ck], f"{hint}_diff{k}"))
+    for k in range(p.n_digits - 1, 1, -1):
+        inverse = g.const(np.float32(2.0**-p.bits), f"{hint}_inverse_radix")
+        q = g.op("Ceil" if strict else "Floor", [g.op("Mul", [e[k], inverse], f"{hint}{k}_scaled")], f"{hint}{k}_carry")
+        e[k - 1] = g.op("Add", [e[k - 1], q], f"{hint}{k - 1}_with_carry")
+    if p.n_digits == 1:
+        return g.op("Greater" if strict else "GreaterOrEqual", [e[0], g.const(np.float32(0), f"{hint}_zero")], hint)
+    # The last carry folded into the comparison: e_1 + ceil(e_2 / R) > 0 iff e_1 > floor(-e_2 / R),
+    # e_1 + floor(e_2 / R) >= 0 iff e_1 >= ceil(-e_2 / R).
+    scaled = g.op("Mul", [e[1], g.const(np.float32(-(2.0**-p.bits)), f"{hint}_negative_inverse_radix")], f"{hint}1_scaled")
+    bound = g.op("Floor" if strict else "Ceil", [scaled], f"{hint}1_bound")
+    return g.op("Greater" if strict else "GreaterOrEqual", [e[0], bound], hint)
 
 
 def compare(g: GraphBuilder, digits: Sequence[str], constant: Sequence[np.ndarray], strict: bool, hint: str) -> str:
@@ -135,9 +174,17 @@ def compare(g: GraphBuilder, digits: Sequence[str], constant: Sequence[np.ndarra
     return out
 
 
-def argmax(g: GraphBuilder, digits: Sequence[str], hint: str) -> str:
-    """int64 [N]: the first column of the largest margin ([N, C] normalized digits), exact:
+def argmax(g: GraphBuilder, digits: Sequence[str], p: Plan, width: int, hint: str) -> str:
+    """int64 [N]: the first column of the largest margin ([N, C] digit sums), exact. Two
+    columns: the second iff its margin is above the first's. More: on the normalized digits,
     the columns with the largest first digit, of those the ones with the largest second, ..."""
+    if width == 2:
+        parts = [[g.slice_cols(d, k, k + 1, f"{hint}_col{k}_{j}") for j, d in enumerate(digits)] for k in (0, 1)]
+        diff = [g.op("Sub", [b, a], f"{hint}_diff{j}") for j, (a, b) in enumerate(zip(*parts))]
+        second = at_least(g, diff, p, None, True, f"{hint}_second")
+        index = g.op("Cast", [second], f"{hint}_second_i64", to=7)
+        return g.op("Squeeze", [index, g.const(np.asarray([1], np.int64), f"{hint}_squeeze")], f"{hint}_index")
+    digits = normalize(g, digits, p, f"{hint}_norm")
     candidate = None
     for k, d in enumerate(digits):
         key = d

@@ -13,9 +13,9 @@ from tree2mat.forms import _heads, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions, tensor_info
 from tree2mat.ir.core import Ensemble, Tree
 
-#: ``exit_leaf(g, ens, st, x, opts)``: from the compared input ``x`` to the leaf ids [T, N]
-#: int64, named ``_layout.LEAF_TENSOR``.
-ExitLeaf = Callable[[GraphBuilder, Ensemble, _layout.Stacked, _layout.Compared, GraphOptions], str]
+#: ``exit_leaf(g, ens, st, x, opts)``: from the compared input ``x`` to where the rows exit
+#: (:class:`_layout.Exit`).
+ExitLeaf = Callable[[GraphBuilder, Ensemble, _layout.Stacked, _layout.Compared, GraphOptions], _layout.Exit]
 
 
 def padded_matrices(ens: Ensemble, st: _layout.Stacked, matrix: Callable) -> np.ndarray:
@@ -105,7 +105,7 @@ TreeScores = Callable[[Tree], tuple[np.ndarray, np.ndarray]]
 def exit_by_scores(
     g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, tree_scores: TreeScores, pad_bias: float,
     matmul: str, hint: str,
-) -> str:
+) -> _layout.Exit:
     """The exit leaf [T, N] (int64) of a matrix form: per tree the first maximum over the leaves
     of ``matrix r + bias`` (``tree_scores``), where r [I, N] is 1 where the row goes right at the
     node, else 0; padding leaves score ``pad_bias``, padding nodes are columns of 0. The MatMul
@@ -147,7 +147,6 @@ def exit_by_scores(
             f"path sums reach {bound}; use --matmul float32 or int8"
         )
     bits = _layout.test_bits(g, ens, st, x, tests, [(trees, n) for trees, n, *_ in groups], right=not with_bias, ones=with_bias)
-    single = len(groups) == 1
     leaves = []
     for k, ((_, _, m, _), r) in enumerate(zip(groups, bits)):
         name = f"{hint}{k}"
@@ -162,15 +161,18 @@ def exit_by_scores(
                 r = g.op("Cast", [r], f"{name}_r", to=onnx.TensorProto.INT8)
                 product = g.op("MatMulInteger", [g.const(m.astype(np.int8), f"{name}_matrix"), r], f"{name}_product")
             scores = g.op("Cast", [product], f"{name}_scores", to=onnx.TensorProto.FLOAT)
-        out = {"out": _layout.LEAF_TENSOR} if single else {}
-        leaves.append(g.op("ArgMax", [scores], f"{name}_exit", axis=1, keepdims=0, **out))
-    if single:
-        return leaves[0]
-    order = np.concatenate([trees for trees, *_ in groups])
-    position = np.empty_like(order)
-    position[order] = np.arange(order.size)
-    both = g.op("Concat", leaves, "exit_grouped", axis=0)
-    return g.op("Gather", [both, g.const(position, "tree_position")], out=_layout.LEAF_TENSOR, axis=0)
+        leaves.append(g.op("ArgMax", [scores], f"{name}_exit", axis=1, keepdims=0))
+    # The groups' trees in their order: leaf values are laid out so, no reordering.
+    index = leaves[0] if len(leaves) == 1 else g.op("Concat", leaves, "exit_grouped", axis=0)
+    return _layout.Exit(index, *exit_layout(ens))
+
+
+def exit_layout(ens: Ensemble) -> tuple[np.ndarray, np.ndarray]:
+    """The matrix forms' exit (see :class:`_layout.Exit`): leaf ids, the trees in their size
+    groups' order (:func:`padded_groups`)."""
+    T, _, L = _layout.padded_sizes(ens)
+    order = np.concatenate([trees for trees, *_ in padded_groups(ens)]).astype(np.int64)
+    return order, np.broadcast_to(np.arange(L, dtype=np.int64), (T, L))
 
 
 def build(
@@ -181,20 +183,21 @@ def build(
     st = _layout.stack(ens, opts.dtype)
     g = GraphBuilder(opts.opset)
     x = _layout.compared_input(g, ens, opts)
-    leaf = exit_leaf(g, ens, st, x, opts)
-    m = _layout.leaf_margin(g, ens, st, leaf, x, _layout.internal_dtype(ens, opts))
-    return finish(g, ens, m, opts, f"tree2mat {name} form of {ens.source}", leaf=leaf if opts.leaves else None)
+    exit = exit_leaf(g, ens, st, x, opts)
+    m = _layout.leaf_margin(g, ens, st, exit, x, _layout.internal_dtype(ens, opts))
+    metadata = {"tree2mat.leaf_tensor": exit.index, "tree2mat.exit_layout": exit.layout}
+    return finish(g, ens, m, opts, f"tree2mat {name} form of {ens.source}", metadata, exit if opts.leaves else None)
 
 
 def finish(
     g: GraphBuilder, ens: Ensemble, m: _heads.Margin, opts: GraphOptions, doc: str,
-    metadata: dict[str, str] | None = None, leaf: str | None = None,
+    metadata: dict[str, str] | None = None, exit: _layout.Exit | None = None,
 ) -> onnx.ModelProto:
     """Every form's tail: from the margin ``m`` to the graph contract's outputs (and, given the
-    leaf ids ``leaf``, the ``leaves`` output), then the model."""
+    ``exit``, the ``leaves`` output), then the model."""
     outputs = _heads.emit(g, ens, m, opts)
-    if leaf is not None:
-        _layout.leaves_output(g, leaf)
+    if exit is not None:
+        _layout.leaves_output(g, exit)
         outputs.append(tensor_info("leaves", np.int64, ["N", ens.n_trees]))
     inputs = [tensor_info("input", opts.dtype, ["N", ens.n_features])]
     return g.model(inputs, outputs, doc=doc, metadata=metadata or {})

@@ -33,13 +33,15 @@ class Margin:
 
     value: str
     dtype: np.dtype
-    #: Normalized digits of the sum (before averaging), [N, K] float32 each: labels are decided
-    #: on them exactly. None where ``value`` itself is what the library compares (float64
+    #: The digit sums (before averaging, see :mod:`tree2mat.forms._digits`), [N, K] float32
+    #: each: labels are decided on them exactly. None where ``value`` itself is what the library compares (float64
     #: graphs; float32 libraries such as XGBoost) or the form is an approximation.
     digits: list[str] | None = None
     plan: _digits.Plan | None = None
     #: What ``value`` leaves out of the exact margin (for the exp link), or None.
     residual: str | None = None
+    #: One output: the digit sums are [N] (``value`` is [N, 1]).
+    flat: bool = False
 
     def columns(self, g: GraphBuilder, start: int, stop: int, hint: str) -> Margin:
         """Columns ``start:stop`` (one output group)."""
@@ -55,22 +57,26 @@ def _const(g: GraphBuilder, m: Margin, value: float, hint: str) -> str:
     return g.const(m.dtype.type(value), hint)
 
 
-def _constant_digits(ens: Ensemble, m: Margin, value: float) -> list[np.ndarray]:
-    """Normalized digits of a margin constant (times the trees for an averaged ensemble, whose
-    digits are of the sum), clamped to the span the digits hold (beyond it a comparison with
-    any margin is decided anyway)."""
+def _constant_digits(ens: Ensemble, m: Margin, value: float, strict: bool) -> tuple[list[np.ndarray] | None, bool]:
+    """A margin constant for an exact comparison on the digits (see :func:`_digits.on_grid`):
+    its normalized digits (None for 0) and whether the comparison becomes strict. Times the
+    trees for an averaged ensemble (whose digits are of the sum); clamped to the span the digits
+    hold (beyond it, a comparison with any margin is decided anyway)."""
     assert m.plan is not None
     if ens.aggregation is Aggregation.MEAN:
         value = value * float(ens.trees_per_output()[0])
     span = 2.0 ** (m.plan.exponents[0] + _digits.TOP_BITS + 1)
-    return _digits.normalized(np.asarray([min(max(value, -span), span)]), m.plan)
+    value, strict = _digits.on_grid(min(max(value, -span), span), m.plan, strict)
+    return (None if value == 0 else _digits.normalized(np.asarray([value]), m.plan)), strict
 
 
 def _above(g: GraphBuilder, ens: Ensemble, m: Margin, cutoff: float, strict: bool, hint: str) -> str:
-    """Bool: margin > ``cutoff`` (``strict``) or >= it, exactly as in float64 arithmetic on the
+    """Bool: margin > ``cutoff`` (``strict``) or >= it, exactly as in exact arithmetic on the
     margin the graph holds."""
     if m.digits is not None:
-        return _digits.compare(g, m.digits, _constant_digits(ens, m, cutoff), strict, hint)
+        assert m.plan is not None
+        constant, strict = _constant_digits(ens, m, cutoff, strict)
+        return _digits.at_least(g, m.digits, m.plan, constant, strict, hint)
     # m > c iff m > (the largest value <= c); m >= c iff m > (the largest value < c).
     rule = Comparison.LE if strict else Comparison.LT
     limit = np.finfo(m.dtype).max
@@ -85,9 +91,9 @@ def _labels(g: GraphBuilder, ens: Ensemble, m: Margin) -> str:
         index = g.op("Cast", [hit], "class_indices", to=onnx.TensorProto.INT64)
     if len(ens.classes) == 1:
         if binary:
-            idx = g.op("Squeeze", [index, g.const(np.asarray([1], np.int64), "squeeze_axis")], "class_index")
+            idx = index if m.flat else g.op("Squeeze", [index, g.const(np.asarray([1], np.int64), "squeeze_axis")], "class_index")
         else:
-            idx = _argmax(g, ens, m, "class_index")
+            idx = _argmax(g, ens, m, len(ens.classes[0]), "class_index")
         return g.op("Gather", [g.const(ens.classes[0], "classes"), idx], out="label", axis=0)
     cols, start = [], 0
     for j, classes in enumerate(ens.classes):
@@ -95,25 +101,31 @@ def _labels(g: GraphBuilder, ens: Ensemble, m: Margin) -> str:
             idx = g.slice_cols(index, j, j + 1, f"class_index{j}")
         else:
             part = m.columns(g, start, start + len(classes), f"margin_group{j}")
-            idx = g.unsqueeze(_argmax(g, ens, part, f"class_index{j}"), [1], f"class_index{j}_2d")
+            idx = g.unsqueeze(_argmax(g, ens, part, len(classes), f"class_index{j}"), [1], f"class_index{j}_2d")
         cols.append(g.op("Gather", [g.const(classes, f"classes{j}"), idx], f"label{j}", axis=0))
         start += len(classes)
     return g.op("Concat", cols, out="label", axis=1)
 
 
-def _argmax(g: GraphBuilder, ens: Ensemble, m: Margin, hint: str) -> str:
+def _argmax(g: GraphBuilder, ens: Ensemble, m: Margin, width: int, hint: str) -> str:
     """int64 [N]: the library's ``argmax(predict_proba)`` from the margin: see
     :func:`tree2mat.ir.evaluate.argmax_key` (softmax and sigmoid links have a single group)."""
     if m.digits is not None:  # exact on the digits; margins are finite there
+        assert m.plan is not None
         digits = m.digits
         if ens.link is Link.SIGMOID:  # the sigmoid's plateaus tie, the first class wins
+            digits = _digits.normalize(g, digits, m.plan, f"{hint}_norm")
+            zero = _digits.normalized(np.zeros(1), m.plan)
             low, high = sigmoid_plateaus()
-            low_d, high_d = _constant_digits(ens, m, low), _constant_digits(ens, m, high)
-            under = g.op("Not", [_digits.compare(g, digits, low_d, True, f"{hint}_above_low")], f"{hint}_at_low")
-            digits = _digits.select(g, under, low_d, digits, f"{hint}_low_key")
-            over = _digits.compare(g, m.digits, high_d, False, f"{hint}_at_high")
-            digits = _digits.select(g, over, high_d, digits, f"{hint}_key")
-        return _digits.argmax(g, digits, hint)
+            constant, strict = _constant_digits(ens, m, low, True)
+            under = g.op("Not", [_digits.compare(g, digits, constant or zero, strict, f"{hint}_above_low")], f"{hint}_at_low")
+            constant, strict = _constant_digits(ens, m, high, False)
+            over = _digits.compare(g, digits, constant or zero, strict, f"{hint}_at_high")
+            # Every margin at or below low ties with low (rounded down to the grid), every one at
+            # or above high with high rounded up: below and above every other margin.
+            digits = _digits.select(g, under, _representative(ens, m, low, up=False), digits, f"{hint}_low_key")
+            digits = _digits.select(g, over, _representative(ens, m, high, up=True), digits, f"{hint}_key")
+        return _digits.argmax(g, digits, m.plan, width, hint)
     key = m.value
     if ens.link is Link.SIGMOID:
         low, high = sigmoid_plateaus()
@@ -134,6 +146,17 @@ def _argmax(g: GraphBuilder, ens: Ensemble, m: Margin, hint: str) -> str:
     return g.op("ArgMax", [key], hint, axis=1, keepdims=0)
 
 
+def _representative(ens: Ensemble, m: Margin, value: float, up: bool) -> list[np.ndarray]:
+    """The normalized digits of ``value`` rounded to the last grid, down or ``up``."""
+    assert m.plan is not None
+    if ens.aggregation is Aggregation.MEAN:
+        value = value * float(ens.trees_per_output()[0])
+    e = m.plan.exponents[-1]
+    span = 2.0 ** (m.plan.exponents[0] + _digits.TOP_BITS + 1)
+    grid = np.ldexp(np.ceil(np.ldexp(value, -e)) if up else np.floor(np.ldexp(value, -e)), e)
+    return _digits.normalized(np.asarray([min(max(float(grid), -span), span)]), m.plan)
+
+
 def _positive(g: GraphBuilder, link: Link, m: Margin) -> str:
     """p of a binary link (see ``BINARY_LINKS``), elementwise on the margin."""
     if link is Link.MARGIN:
@@ -145,19 +168,10 @@ def _positive(g: GraphBuilder, link: Link, m: Margin) -> str:
     return g.op("Sigmoid", [z], "p_positive")
 
 
-def _negative(g: GraphBuilder, link: Link, m: Margin, p: str) -> str:
-    """1 - p of a binary link; for the logistic links as sigmoid(-z) (float32 keeps the small
-    probability's digits, which 1 - p would cancel)."""
-    if link in (Link.LOGISTIC, Link.LOGISTIC_2X) and m.dtype == np.float32:
-        z = m.value if link is Link.LOGISTIC else g.op("Mul", [m.value, _const(g, m, 2, "two_neg")], "margin2_neg")
-        return g.op("Sigmoid", [g.op("Neg", [z], "neg_margin")], "p_negative")
-    return g.op("Sub", [_const(g, m, 1, "one"), p], "p_negative")
-
-
 def _probabilities(g: GraphBuilder, ens: Ensemble, m: Margin, opts: GraphOptions) -> str:
     if ens.link in BINARY_LINKS:  # one margin column per target: [1 - p, p]
         p = _positive(g, ens.link, m)
-        q = _negative(g, ens.link, m, p)
+        q = g.op("Sub", [_const(g, m, 1, "one"), p], "p_negative")
         if len(ens.classes) > 1:
             q, p = g.unsqueeze(q, [2], "p_negative3"), g.unsqueeze(p, [2], "p_positive3")
         probs = g.op("Concat", [q, p], "probs_all", axis=1 if len(ens.classes) == 1 else 2)
@@ -177,7 +191,7 @@ def _probabilities(g: GraphBuilder, ens: Ensemble, m: Margin, opts: GraphOptions
             parts.append(g.unsqueeze(padded, [1], f"probs3_{j}"))
             start += c
         probs = g.op("Concat", parts, "probs_groups", axis=1)
-    return g.op("Cast", [probs], out="probabilities", to=ONNX_TYPE[np.dtype(opts.dtype)])
+    return _as(g, probs, "probabilities", m.dtype, opts)
 
 
 def _exp(g: GraphBuilder, m: Margin) -> str:
@@ -189,10 +203,16 @@ def _exp(g: GraphBuilder, m: Margin) -> str:
     return g.op("Mul", [y, g.op("Add", [_const(g, m, 1, "one_exp"), m.residual], "exp_residual")], "exp_margin_exact")
 
 
+def _as(g: GraphBuilder, x: str, name: str, dtype: np.dtype, opts: GraphOptions) -> str:
+    """The output ``name``: ``x`` (of ``dtype``) in the graph's output dtype."""
+    if np.dtype(dtype) == np.dtype(opts.dtype):
+        return g.op("Identity", [x], out=name)
+    return g.op("Cast", [x], out=name, to=ONNX_TYPE[np.dtype(opts.dtype)])
+
+
 def emit(g: GraphBuilder, ens: Ensemble, m: Margin, opts: GraphOptions) -> list[onnx.ValueInfoProto]:
     """Add the output nodes; return the graph's output value infos."""
     fdtype = np.dtype(opts.dtype)
-    to = ONNX_TYPE[fdtype]
     outs: list[onnx.ValueInfoProto] = []
     if ens.task is Task.CLASSIFICATION:
         _labels(g, ens, m)
@@ -201,7 +221,7 @@ def emit(g: GraphBuilder, ens: Ensemble, m: Margin, opts: GraphOptions) -> list[
     if ens.task is Task.OUTLIER:
         outs.extend(_outlier(g, ens, m, opts))
     if opts.raw:
-        g.op("Cast", [m.value], out="variable", to=to)
+        _as(g, m.value, "variable", m.dtype, opts)
         outs.append(tensor_info("variable", fdtype, ["N", ens.n_outputs]))
     elif ens.task is Task.CLASSIFICATION:
         _probabilities(g, ens, m, opts)
@@ -218,7 +238,7 @@ def emit(g: GraphBuilder, ens: Ensemble, m: Margin, opts: GraphOptions) -> list[
             y = g.op("Sigmoid", [m.value], "sigmoid_margin")
         elif ens.link is Link.SOFTPLUS:
             y = softplus(g, m.value, "softplus_margin", m.dtype)
-        g.op("Cast", [y], out="variable", to=to)
+        _as(g, y, "variable", m.dtype, opts)
         outs.append(tensor_info("variable", fdtype, ["N", ens.n_outputs]))
     return outs
 
@@ -227,7 +247,6 @@ def _outlier(g: GraphBuilder, ens: Ensemble, m: Margin, opts: GraphOptions) -> l
     params = ens.outlier
     assert params is not None  # Ensemble.validate guarantees it
     fdtype = np.dtype(opts.dtype)
-    to = ONNX_TYPE[fdtype]
     cutoff = isolation_cutoff(params)
     if params.denominator == 0:  # sklearn: a single training sample scores 2 ** -1
         ratio = g.op("Add", [g.op("Mul", [m.value, _const(g, m, 0, "zero_margin")], "zeros"), _const(g, m, 1, "one")], "ratio")
@@ -244,14 +263,15 @@ def _outlier(g: GraphBuilder, ens: Ensemble, m: Margin, opts: GraphOptions) -> l
         else:
             ratio_col = ratio if m.dtype == np.float64 else g.op("Cast", [ratio], "ratio_f64", to=onnx.TensorProto.DOUBLE)
             outlier = g.op("Less", [ratio_col, g.const(np.float64(cutoff), "ratio_cutoff")], "is_outlier_2d")
-        outlier = g.op("Squeeze", [outlier, g.const(np.asarray([1], np.int64), "squeeze_axis")], "is_outlier")
+        if not (m.digits is not None and m.flat):
+            outlier = g.op("Squeeze", [outlier, g.const(np.asarray([1], np.int64), "squeeze_axis")], "is_outlier")
     power = g.op("Pow", [_const(g, m, 2, "two"), g.op("Neg", [ratio], "neg_ratio")], "power")
     samples = g.op("Neg", [power], "score_samples_all")
     scores = g.op("Sub", [samples, _const(g, m, params.offset, "offset")], "scores_all")
     g.op("Where", [outlier, g.const(np.int64(-1), "minus_one"), g.const(np.int64(1), "plus_one")], out="label")
     outs = [tensor_info("label", np.int64, ["N"])]
     if not opts.raw:
-        g.op("Cast", [scores], out="scores", to=to)
-        g.op("Cast", [samples], out="score_samples", to=to)
+        _as(g, scores, "scores", m.dtype, opts)
+        _as(g, samples, "score_samples", m.dtype, opts)
         outs += [tensor_info("scores", fdtype, ["N", 1]), tensor_info("score_samples", fdtype, ["N", 1])]
     return outs

@@ -24,9 +24,65 @@ from tree2mat.forms._heads import Margin
 from tree2mat.ir.core import Aggregation, CategoryCodes, Comparison, Ensemble, Link
 from tree2mat.ir.thresholds import FLOAT32, compare_dtype, graph_categories, graph_thresholds
 
-#: Name of the internal leaf-id tensor [T, N] (int64) in every exact form; ``verify`` exposes it
-#: to check routing exactly.
+#: The name of the leaf-id output of ``--leaves`` graphs' internals (in the ensemble's order).
 LEAF_TENSOR = "leaf"
+#: How an exit index maps to leaf ids (``tree2mat.exit_layout`` in a graph's metadata):
+#: ``leaves``: it is the leaf ids, trees in order; ``layout``: through the form's exit layout
+#: (trees in another order, or positions that are not leaf ids; see :class:`Exit`).
+EXIT_LEAVES, EXIT_MAPPED = "leaves", "layout"
+
+
+@dataclass(frozen=True)
+class Exit:
+    """Where every row ends in every tree, as an exact form finds it: ``index`` [T, N] (int64,
+    or int32: ``index_dtype``), its row r for tree ``order[r]``, holding positions in that
+    tree's row of ``slots`` [T, S] (the leaf at each position). Leaf values are gathered by
+    ``index`` from tables laid out so (see :meth:`per_slot`), with no reordering; the leaf ids
+    themselves (:meth:`leaf_ids`) are computed only where the graph needs them (``--leaves``,
+    linear leaves): ``verify`` maps the index to leaf ids by the same layout
+    (:func:`leaf_ids_of`)."""
+
+    index: str
+    order: np.ndarray  # int64 [T]
+    slots: np.ndarray  # int64 [T, S]
+    index_dtype: np.dtype = np.dtype(np.int64)
+
+    def per_slot(self, table: np.ndarray, n_leaves: int) -> np.ndarray:
+        """A [T * L, K] table of per-leaf rows (:class:`Stacked`'s layout) as [T, S, K] rows of
+        ``index``'s trees and positions."""
+        per_tree = table.reshape(-1, n_leaves, table.shape[1])
+        return per_tree[self.order[:, None], self.slots]
+
+    @property
+    def layout(self) -> str:
+        """:data:`EXIT_LEAVES` where the index is the leaf ids, trees in order; else :data:`EXIT_MAPPED`."""
+        T, S = self.slots.shape
+        same = np.array_equal(self.order, np.arange(T)) and np.array_equal(self.slots, np.broadcast_to(np.arange(S), (T, S)))
+        return EXIT_LEAVES if same and self.index_dtype == np.int64 else EXIT_MAPPED
+
+    def leaf_ids(self, g: GraphBuilder, name: str | None = None) -> str:
+        """The leaf ids [T, N] int64, trees in the ensemble's order (``name``: the tensor's)."""
+        if self.layout == EXIT_LEAVES:
+            return self.index if name is None else g.op("Identity", [self.index], out=name)
+        leaf = g.op("GatherElements", [g.const(self.slots, "node_leaf"), self.index], "leaf_sorted", axis=1)
+        position = np.empty_like(self.order)
+        position[self.order] = np.arange(self.order.size)
+        return g.op("Gather", [leaf, g.const(position, "tree_position")], "leaf_ids", out=name, axis=0)
+
+
+def leaf_ids_of(index: np.ndarray, order: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """:meth:`Exit.leaf_ids` in numpy, on the index a graph computed ([T, N]; -1 where a position
+    is out of range: a broken graph)."""
+    T, S = slots.shape
+    index = np.asarray(index)
+    if index.ndim != 2 or index.shape[0] != T:
+        raise ValueError(f"the exit index has shape {index.shape}, expected [{T}, N]")
+    inside = (index >= 0) & (index < S)
+    ids = np.where(inside, np.take_along_axis(slots, np.where(inside, index, 0).astype(np.int64), axis=1), -1)
+    out = np.empty_like(ids)
+    out[order] = ids
+    return out
+
 
 #: Largest dense constants a form builds. Beyond this the dense layout is impractical (memory and
 #: work per row grow with trees x nodes x leaves): a 20 000-leaf tree needs 1.5 GiB and hours of
@@ -228,9 +284,10 @@ def check_size(what: str, form: str, n_bytes: int) -> None:
 
 @dataclass(frozen=True)
 class Compared:
-    """The input as the trees compare it (graph contract: no comparison ever sees a NaN): ``value``
-    [N, F] in the compare dtype with every missing cell 0, and ``missing`` [N, F] bool (NaN, or
-    the library's own missing value)."""
+    """The input as the trees compare it: ``value`` [N, F] in the compare dtype and ``missing``
+    [N, F] bool (NaN, or the library's own missing value). Where ``missing`` holds, ``value`` is
+    anything (NaN): every use of it is masked by ``missing`` (the graph contract: no decision
+    depends on how a runtime compares NaN)."""
 
     value: str
     missing: str
@@ -239,14 +296,12 @@ class Compared:
 
 def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions, dtype: np.dtype | None = None) -> Compared:
     """The graph input cast to the dtype the comparisons run in (sklearn trees cast float64 input
-    to float32 before comparing; so does the graph), or to ``dtype`` if given, split into values
-    and a missing mask. Runtimes disagree on comparisons with NaN (OpenVINO's CPU plugin has
-    ``Greater(NaN, c)`` true), so NaN is found by ``IsNaN`` once and replaced before any test."""
+    to float32 before comparing; so does the graph), or to ``dtype`` if given, with its missing
+    mask. Runtimes disagree on comparisons with NaN (OpenVINO's CPU plugin has ``Greater(NaN, c)``
+    true), so NaN is found by ``IsNaN`` once and masked wherever a value is used."""
     cmp = compare_dtype(ens.source_dtype, opts.dtype) if dtype is None else np.dtype(dtype)
-    x = "input" if cmp == np.dtype(opts.dtype) else g.op("Cast", ["input"], "x_cmp", to=1 if cmp == FLOAT32 else 11)
-    missing = g.op("IsNaN", [x], "x_isnan")
-    zero = g.const(cmp.type(0), "zero_value")
-    value = g.op("Where", [missing, zero, x], "x_value")
+    value = "input" if cmp == np.dtype(opts.dtype) else g.op("Cast", ["input"], "x_cmp", to=1 if cmp == FLOAT32 else 11)
+    missing = g.op("IsNaN", [value], "x_isnan")
     src_missing = np.float64(np.dtype(ens.source_dtype).type(ens.missing_value))
     with np.errstate(over="ignore"):
         exact = np.float64(cmp.type(src_missing)) == src_missing
@@ -256,12 +311,11 @@ def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions, dtype: np
         # equal to no input the library sees: nothing to do.)
         is_missing = g.op("Equal", [value, g.const(cmp.type(src_missing), "missing_value")], "x_is_missing")
         missing = g.op("Or", [missing, is_missing], "x_missing")
-        value = g.op("Where", [is_missing, zero, value], "x_value_present")
     if ens.zero_band:
         # |x| <= band becomes 0 (LightGBM); the band is rounded down to cmp exactly as thresholds.
         band = graph_thresholds(np.asarray([ens.zero_band]), Comparison.LE, cmp)[0]
         tiny = g.op("LessOrEqual", [g.op("Abs", [value], "x_abs"), g.const(band, "zero_band")], "x_tiny")
-        value = g.op("Where", [tiny, zero, value], "x_banded")
+        value = g.op("Where", [tiny, g.const(cmp.type(0), "zero_value"), value], "x_banded")
     return Compared(value, missing, cmp)
 
 
@@ -288,11 +342,13 @@ def node_values(g: GraphBuilder, st: Stacked, x: Compared) -> tuple[str, str]:
 
 #: Columns of the augmented input (:func:`augmented_input`), in this order; each present only
 #: when some node reads it. ``x``: the value with missing cells at -max; ``negx``: its negation,
-#: missing at -max; ``nanx``: 1 where missing; ``hix``: 1 where missing or +inf; ``lox``: 1
-#: where missing or -inf; the ``w`` blocks: the same for x with 0 counted as missing (LightGBM's
-#: missing type Zero). F columns each; ``zero``: one column of 0; ``cat``: one per categorical
-#: node, 1 where that node sends the row right.
-BLOCKS = ("x", "negx", "w", "negw", "nanx", "nanw", "hix", "hiw", "lox", "low", "zero", "cat")
+#: missing at -max; ``nanx``: 1 where missing, else 0 (never above 1: also the column of tests
+#: that never hold); ``hix``: 1 where missing or +inf; ``lox``: 1 where missing or -inf; the
+#: ``w`` blocks: the same for x with 0 counted as missing (LightGBM's missing type Zero). F
+#: columns each; ``cat``: one per categorical node, 1 where that node sends the row right.
+BLOCKS = ("x", "negx", "w", "negw", "nanx", "nanw", "hix", "hiw", "lox", "low", "cat")
+#: The column and threshold of a test that never holds (``nanx`` is 0 or 1).
+NEVER = ("nanx", 1.0)
 
 
 @dataclass(frozen=True)
@@ -315,8 +371,8 @@ def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeT
 
     Per node, with t' the graph threshold (``x <= t'`` goes left) and m = -max:
     - missing goes left: ``x > t'`` on ``x`` (missing is m, never above t'); with t' = +inf every
-      row goes left (``zero > 0``); with t' = -inf only -inf and missing go left (``lox > 0.5``,
-      a swap node);
+      row goes left (``nanx > 1``, never); with t' = -inf only -inf and missing go left
+      (``lox > 0.5``, a swap node);
     - missing goes right: ``-x > -nextup(t')`` on ``negx`` (missing is m) holds where the row
       goes left (a swap node); with t' = max that is every value but +inf, so ``hix > 0.5`` goes
       right; with t' = +inf only missing goes right (``nanx > 0.5``).
@@ -336,7 +392,7 @@ def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeT
     with np.errstate(over="ignore"):  # nextup(max) = inf: those nodes read hix
         negated = -np.nextafter(t, dt(np.inf))
     cases = [  # (condition, block kind, threshold, swap), first match wins
-        (left & (t == np.inf), "zero", dt(0), False),
+        (left & (t == np.inf), "never", dt(NEVER[1]), False),
         (left & (t == -np.inf), "lo", dt(0.5), True),
         (left, "", t, False),
         (t == np.inf, "nan", dt(0.5), False),
@@ -349,7 +405,7 @@ def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeT
     todo = valid & ~cat
     for cond, kind, thr, sw in cases:
         hit = todo & cond
-        block[hit] = "zero" if kind == "zero" else np.char.add(kind, src[hit].astype(str))
+        block[hit] = kind if kind == "never" else np.char.add(kind, src[hit].astype(str))
         threshold[hit] = np.broadcast_to(thr, (T, I))[hit]
         swap[hit] = sw
         todo &= ~hit
@@ -357,12 +413,13 @@ def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeT
     threshold[cat] = dt(0.5)
     index = st.feature.copy()
     index.reshape(-1)[st.cat_position] = np.arange(st.cat_position.size)
-    index[block == "zero"] = 0
-    used = {str(b) for b in np.unique(block[valid])} | set(extra) | {"x"}
-    blocks = tuple(b for b in BLOCKS if b in used)
-    width = {b: st.cat_position.size if b == "cat" else 1 if b == "zero" else F for b in blocks}
+    index[block == "never"] = 0  # (column 0 of NEVER's block)
+    used = {NEVER[0] if b == "never" else str(b) for b in np.unique(block[valid])} | set(extra)
+    blocks = tuple(b for b in BLOCKS if b in used) or ("x",)  # (padding nodes read column 0)
+    width = {b: st.cat_position.size if b == "cat" else F for b in blocks}
     offset = dict(zip(blocks, np.cumsum([0] + [width[b] for b in blocks])[:-1].tolist()))
-    start = np.vectorize(lambda b: offset.get(b, 0), otypes=[np.int64])(np.where(valid, block, "x"))
+    offset_of = {**offset, "never": offset.get(NEVER[0], 0)}
+    start = np.vectorize(lambda b: offset_of.get(b, 0), otypes=[np.int64])(np.where(valid, block, blocks[0]))
     index[~valid] = 0
     return NodeTests(start + index, threshold, swap, blocks, offset)
 
@@ -371,10 +428,11 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
     """[N, C]: the columns the node tests read (see :data:`BLOCKS`), NaN-free."""
     cmp = st.threshold.dtype
     to = onnx.helper.np_dtype_to_tensor_dtype(cmp)
-    low = g.const(cmp.type(-np.finfo(cmp).max), "missing_low")
+    if {"x", "w", "negx", "negw"} & set(blocks):
+        low = g.const(cmp.type(-np.finfo(cmp).max), "missing_low")
     missing = {"x": x.missing}
     if any(b.endswith("w") for b in blocks):
-        is_zero = g.op("Equal", [x.value, g.const(cmp.type(0), "zero_cmp")], "x_is_zero")
+        is_zero = g.op("Equal", [x.value, g.const(cmp.type(0), "zero_cmp")], "x_is_zero")  # (NaN: set anyway)
         missing["w"] = g.op("Or", [x.missing, is_zero], "w_missing")
     made: dict[str, str] = {}
     for b in blocks:
@@ -385,13 +443,10 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
             made[b] = g.op("Where", [missing[src], low, g.op("Neg", [x.value], f"{b}_value")], b)
         elif b.startswith(("nan", "hi", "lo")):
             flag = missing[src]
-            if not b.startswith("nan"):
+            if not b.startswith("nan"):  # (IsInf is false on the missing cells' NaN, and they are set)
                 inf = g.op("IsInf", [x.value], f"{b}_inf", detect_negative=int(b.startswith("lo")), detect_positive=int(b.startswith("hi")))
                 flag = g.op("Or", [flag, inf], f"{b}_bool")
             made[b] = g.op("Cast", [flag], b, to=to)
-        elif b == "zero":
-            shape = g.op("Concat", [row_count(g, x.value), g.const(np.asarray([1], np.int64), "zero_width")], "zero_shape", axis=0)
-            made[b] = g.op("ConstantOfShape", [shape], b, value=onnx.numpy_helper.from_array(np.zeros(1, cmp)))
         elif b == "cat":
             right = g.op("Transpose", [g.op("Not", [categorical_left(g, ens, st, x)], "cat_right_nodes")], "cat_right", perm=[1, 0])
             made[b] = g.op("Cast", [right], "cat_right_cmp", to=to)
@@ -556,35 +611,50 @@ def internal_dtype(ens: Ensemble, opts: GraphOptions) -> np.dtype:
     return np.dtype(np.float32)
 
 
-def _tree_values(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str, table: np.ndarray, hint: str) -> tuple[str, bool]:
-    """Each tree's values at its leaf ``leaf`` [T, N] from ``table`` [T * L, K] (:class:`Stacked`'s
-    layout): [T, N, K], or for boosted multiclass [rounds, K, N] (the flag).
+def _tree_values(g: GraphBuilder, ens: Ensemble, st: Stacked, exit: Exit, table: np.ndarray, ordered: bool, hint: str) -> tuple[str, bool]:
+    """Each tree's values where the rows exit (``exit``) from ``table`` [T * L, K]
+    (:class:`Stacked`'s layout): [T, N] (one output: summed to [N]), [T, N, K], or for boosted
+    multiclass [rounds, K, N] (the flag). The trees come in the exit's order unless ``ordered``
+    (a sum whose rounding depends on the order) or boosted multiclass.
 
-    Values are picked per tree with ``GatherElements`` on the last axis of a [T, L * K] table
+    Values are picked per tree with ``GatherElements`` on the last axis of a [T, S * K] table
     (onnxruntime's fast layout; a ``Gather`` from the flat table by global id is several times
     slower)."""
     K = table.shape[1]
     T = st.n_trees
+    slotted = exit.per_slot(table, st.n_leaves)  # [T, S, K]
+    position = np.empty_like(exit.order)
+    position[exit.order] = np.arange(T)
+
+    def in_order(vals: str) -> str:
+        if np.array_equal(exit.order, np.arange(T)):
+            return vals
+        return g.op("Gather", [vals, g.const(position, f"{hint}_tree_position")], f"{hint}_in_order", axis=0)
+
     if one_class_per_tree(ens):
         # One tree per class and round (boosted multiclass): each tree's own class value only,
         # [rounds, K, N] summed over the rounds, instead of K values per tree (K - 1 of them 0).
-        own = table.reshape(T, st.n_leaves, K)[np.arange(T), :, np.arange(T) % K]
-        vals = g.op("GatherElements", [g.const(own, f"{hint}_own"), leaf], f"{hint}_tree_own", axis=1)
+        own = slotted[np.arange(T), :, exit.order % K]
+        vals = g.op("GatherElements", [g.const(own, f"{hint}_own"), exit.index], f"{hint}_tree_own", axis=1)
         shape = g.const(np.asarray([T // K, K, -1], np.int64), f"{hint}_rounds_shape")
-        return g.op("Reshape", [vals, shape], f"{hint}_tree_rounds"), True
-    flat = g.const(table.reshape(T, st.n_leaves * K), hint)
-    if K == 1:
-        return g.unsqueeze(g.op("GatherElements", [flat, leaf], f"{hint}_tree_2d", axis=1), [2], f"{hint}_tree"), False
-    leaf3 = g.unsqueeze(leaf, [2], f"{hint}_leaf_3d")
-    idx = g.op("Add", [g.op("Mul", [leaf3, g.const(np.int64(K), f"{hint}_n_outputs")], f"{hint}_leaf_k"),
-                       g.const(np.arange(K, dtype=np.int64), f"{hint}_output_k")], f"{hint}_index")
+        return g.op("Reshape", [in_order(vals), shape], f"{hint}_tree_rounds"), True
+    flat = g.const(slotted.reshape(T, -1), hint)
+    if K == 1:  # [T, N], summed to [N]
+        vals = g.op("GatherElements", [flat, exit.index], f"{hint}_tree", axis=1)
+        return (in_order(vals) if ordered else vals), False
+    leaf3 = g.unsqueeze(exit.index, [2], f"{hint}_leaf_3d")
+    it = exit.index_dtype
+    idx = g.op("Add", [g.op("Mul", [leaf3, g.const(it.type(K), f"{hint}_n_outputs")], f"{hint}_leaf_k"),
+                       g.const(np.arange(K, dtype=it), f"{hint}_output_k")], f"{hint}_index")
     flat_index = g.op("Reshape", [idx, g.const(np.asarray([0, -1], np.int64), f"{hint}_flat_shape")], f"{hint}_index_flat")
     picked = g.op("GatherElements", [flat, flat_index], f"{hint}_tree_flat", axis=1)
+    picked = in_order(picked) if ordered else picked
     return g.op("Reshape", [picked, g.const(np.asarray([0, -1, K], np.int64), f"{hint}_tree_shape")], f"{hint}_tree"), False
 
 
 def _reduce_trees(g: GraphBuilder, vals: str, class_rows: bool, hint: str) -> str:
-    """Per-tree outputs ([T, N, K], or [rounds, K, N]) summed over the trees: [N, K]."""
+    """Per-tree outputs ([T, N], [T, N, K], or [rounds, K, N]) summed over the trees: [N] or
+    [N, K]."""
     total = g.reduce_sum(vals, [0], keepdims=False, hint=hint)
     return g.op("Transpose", [total], f"{hint}_rows", perm=[1, 0]) if class_rows else total
 
@@ -600,11 +670,12 @@ def digit_plan(ens: Ensemble, st: Stacked) -> _digits.Plan:
         touches[t, :] = k == -1
         if k >= 0:
             touches[t, k] = True
-    return _digits.plan(max(scale, 2.0**-99), int(touches.sum(axis=0).max()) + 1)
+    divisor = float(ens.trees_per_output().min()) if ens.aggregation is Aggregation.MEAN else 1.0
+    return _digits.plan(max(scale, 2.0**-99), int(touches.sum(axis=0).max()) + 1, divisor)
 
 
-def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str, x: Compared, internal: np.dtype) -> Margin:
-    """From leaf ids [T, N] (int64) to the margin [N, K] (``internal``, see :func:`internal_dtype`):
+def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, exit: Exit, x: Compared, internal: np.dtype) -> Margin:
+    """From where the rows exit (``exit``) to the margin [N, K] (``internal``, see :func:`internal_dtype`):
     gather values, sum the trees (the base score is already in the first tree's values, see
     :func:`stack`), average (MEAN). ``x``: the compared input (for linear leaves).
 
@@ -614,11 +685,11 @@ def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, leaf: str, x: Compa
     :mod:`_digits`, whose normalized digits decide the labels."""
     if st.linear is not None:
         offsets = (np.arange(st.n_trees, dtype=np.int64) * st.n_leaves)[:, None]
-        gidx = g.op("Add", [leaf, g.const(offsets, "leaf_offset")], "leaf_global")
+        gidx = g.op("Add", [exit.leaf_ids(g), g.const(offsets, "leaf_offset")], "leaf_global")
         vals = g.op("Gather", [g.const(st.values, "leaf_values"), gidx], "tree_values", axis=0)
         total = _reduce_trees(g, _linear_values(g, ens, st, gidx, vals, x), False, "margin_sum")
         return _finish_sum(g, ens, st, total, st.values.dtype, internal)
-    return _summed(g, ens, st, internal, lambda table, hint: _tree_values(g, ens, st, leaf, table, hint), False)
+    return _summed(g, ens, st, internal, lambda table, ordered, hint: _tree_values(g, ens, st, exit, table, ordered, hint), False)
 
 
 def weighted_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, weights: str, internal: np.dtype) -> Margin:
@@ -626,7 +697,7 @@ def weighted_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, weights: str, i
     to the margin [N, K]: each tree's weighted leaf values, summed as :func:`leaf_margin` sums.
     Labels follow the value (the forms are approximations: no exact digits)."""
 
-    def weighted(table: np.ndarray, hint: str) -> tuple[str, bool]:
+    def weighted(table: np.ndarray, ordered: bool, hint: str) -> tuple[str, bool]:
         values = table.astype(internal).reshape(st.n_trees, st.n_leaves, -1)
         return g.op("MatMul", [weights, g.const(values, f"{hint}_T")], f"{hint}_tree"), False
 
@@ -635,35 +706,39 @@ def weighted_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, weights: str, i
 
 def _summed(
     g: GraphBuilder, ens: Ensemble, st: Stacked, internal: np.dtype,
-    tree_values: Callable[[np.ndarray, str], tuple[str, bool]], approximate: bool,
+    tree_values: Callable[[np.ndarray, bool, str], tuple[str, bool]], approximate: bool,
 ) -> Margin:
-    """The margin from ``tree_values(table, hint)``: per-tree outputs from a [T * L, K] table of
-    leaf values (see :func:`_tree_values`). ``approximate``: a soft form (its products are not
-    exact, so its labels follow the value)."""
+    """The margin from ``tree_values(table, ordered, hint)``: per-tree outputs from a [T * L, K]
+    table of leaf values (see :func:`_tree_values`), in the ensemble's order if ``ordered``
+    (plain sums, in the library's order; exact digit sums need no order). ``approximate``: a soft form (its products are not
+    exact, so its labels follow the value). One output gathered as [T, N] is summed to [N] (one
+    column less to carry through the digits) and made [N, 1] once at the end."""
     acc = np.dtype(ens.accumulate_dtype)
+    flat = not approximate and st.values.shape[1] == 1 and not one_class_per_tree(ens)
     if internal == np.float64 or acc == np.float32:
         dtype = internal if approximate else acc
-        total = _reduce_trees(g, *tree_values(st.values.astype(dtype), "leaf_values"), "margin_sum")
-        return _finish_sum(g, ens, st, total, dtype, internal)
+        total = _reduce_trees(g, *tree_values(st.values.astype(dtype), True, "leaf_values"), "margin_sum")
+        return _finish_sum(g, ens, st, total if not flat else g.unsqueeze(total, [1], "margin_sum_2d"), dtype, internal)
     p = digit_plan(ens, st)
     base = _digits.split(st.base_rest, p)
     sums = []
     for k, table in enumerate(_digits.split(st.values, p)):
-        total = _reduce_trees(g, *tree_values(table, f"leaf_digits{k}"), f"digit_sum{k}")
+        total = _reduce_trees(g, *tree_values(table, False, f"leaf_digits{k}"), f"digit_sum{k}")
         if np.any(base[k]):
             total = g.op("Add", [total, g.const(base[k], f"base_digit{k}")], f"digit_sum{k}_base")
         sums.append(total)
-    digits = _digits.normalize(g, sums, p, "margin_digit")
-    value, residual = _digits.fold(g, digits, p, "margin_digits", residual=ens.link is Link.EXP)
+    value, residual = _digits.fold(g, sums, p, "margin_digits", residual=ens.link is Link.EXP)
     if ens.aggregation is Aggregation.MEAN:
         if len(set(ens.trees_per_output().tolist())) > 1:
             raise UnsupportedModelError("an averaged ensemble with a different number of trees per output needs --dtype float64")
         value = g.op("Div", [value, g.const(ens.trees_per_output().astype(np.float32), "n_trees")], "margin_mean")
         residual = None
-    margin = g.op("Identity", [value], "margin")
+    if flat:
+        value = g.unsqueeze(value, [1], "margin")
+        residual = None if residual is None else g.unsqueeze(residual, [1], "margin_residual")
     if approximate:
-        return Margin(margin, np.dtype(np.float32), residual=residual)
-    return Margin(margin, np.dtype(np.float32), digits, p, residual)
+        return Margin(value, np.dtype(np.float32), residual=residual)
+    return Margin(value, np.dtype(np.float32), sums, p, residual, flat=flat)
 
 
 def _finish_sum(g: GraphBuilder, ens: Ensemble, st: Stacked, total: str, acc: np.dtype, internal: np.dtype) -> Margin:
@@ -678,5 +753,6 @@ def _finish_sum(g: GraphBuilder, ens: Ensemble, st: Stacked, total: str, acc: np
     return Margin(g.op("Cast", [total], "margin", to=onnx.helper.np_dtype_to_tensor_dtype(internal)), internal)
 
 
-def leaves_output(g: GraphBuilder, leaf: str) -> str:
-    return g.op("Transpose", [leaf], out="leaves", perm=[1, 0])
+def leaves_output(g: GraphBuilder, exit: Exit) -> str:
+    """The ``leaves`` output [N, T] (``--leaves``): each row's leaf id per tree."""
+    return g.op("Transpose", [exit.leaf_ids(g)], out="leaves", perm=[1, 0])

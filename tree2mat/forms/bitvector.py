@@ -28,7 +28,7 @@ def bitvector_scores(tree: Tree) -> tuple[np.ndarray, np.ndarray]:
     return q, np.zeros(q.shape[0], np.float32)
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> str:
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit:
     return _exact.exit_by_scores(g, ens, st, x, bitvector_scores, 0.0, opts.matmul, "bitvector")
 
 

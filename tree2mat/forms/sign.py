@@ -36,7 +36,7 @@ def template_scores(tree: Tree) -> tuple[np.ndarray, np.ndarray]:
     return 2 * b, -(b.sum(axis=1) + np.count_nonzero(b, axis=1))
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> str:
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit:
     return _exact.exit_by_scores(g, ens, st, x, template_scores, -1.0, opts.matmul, "template")
 
 
