@@ -48,6 +48,16 @@ test: $(STAMP) $(if $(HAS_NODE),$(NODE_STAMP))
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2
 
+# WebGPU in headless Chromium (onnxruntime-web's WebGPU backend on SwiftShader's adapter): the
+# runtime matrix's models and the browser example (examples/web). Not part of make test (CI has
+# no browser); installs Debian's chromium when it is missing (apt-get, as root or with sudo).
+CHROMIUM ?= /usr/bin/chromium
+SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+test-webgpu: $(STAMP) $(NODE_STAMP)
+	test -x $(CHROMIUM) || $(SUDO) apt-get install -y chromium || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
+	rm -f build/webgpu.json
+	TREE2MAT_WEBGPU=1 TREE2MAT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests/test_webgpu.py
+
 # A longer fuzz campaign of the model readers than make test's (FUZZ_EXAMPLES damaged files per
 # reader, fresh random ones each run; about 2 minutes on 2 cores at the default).
 FUZZ_EXAMPLES ?= 5000

@@ -34,8 +34,9 @@ from conftest import EXACT_VARIANTS, with_holes
 
 EXACT = [name for name, spec in tree2mat.FORMS.items() if spec.exact]
 SOFT = [name for name, spec in tree2mat.FORMS.items() if not spec.exact]
-#: Every runtime but onnxruntime (the rest of the suite runs on it).
-OTHERS = [name for name in RUNTIMES if name != "onnxruntime"]
+#: Every runtime but onnxruntime (the rest of the suite runs on it) and WebGPU (a browser:
+#: tests/test_webgpu.py, make test-webgpu).
+OTHERS = [name for name in RUNTIMES if name not in ("onnxruntime", "webgpu")]
 #: Runtimes in Node.js: skipped where node or their npm package is missing (`make test` installs
 #: the packages when node is on the PATH); the Python ones are in the test extra and must run.
 NODE = ("onnxruntime-node", "onnxruntime-web")

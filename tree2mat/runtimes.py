@@ -263,24 +263,43 @@ def node_modules(package: str) -> Path | None:
     return next((c for c in candidates if (c / package / "package.json").is_file()), None)
 
 
-def _node_version(package: str) -> Callable[[], str | None]:
+#: The browser runner (``webgpu``): Chromium's path (TREE2MAT_CHROMIUM, else Debian's).
+def chromium() -> str | None:
+    path = os.environ.get("TREE2MAT_CHROMIUM", "/usr/bin/chromium")
+    return path if Path(path).is_file() and os.access(path, os.X_OK) else None
+
+
+def _node_version(package: str, browser: bool = False) -> Callable[[], str | None]:
     def version() -> str | None:
         folder = node_modules(package)
         if shutil.which("node") is None or folder is None:
             return None
-        return str(json.loads((folder / package / "package.json").read_text())["version"])
+        found = str(json.loads((folder / package / "package.json").read_text())["version"])
+        if not browser:
+            return found
+        if chromium() is None or not (folder / "playwright-core" / "package.json").is_file():
+            return None
+        try:
+            done = subprocess.run([str(chromium()), "--version"], capture_output=True, text=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return f"{found} ({' '.join(done.stdout.split()[:2]) or 'Chromium'})"
 
     return version
 
 
-def _node(package: str) -> Callable[[onnx.ModelProto, Sequence[str], str], Run]:
+def _node(name: str, package: str, script: str) -> Callable[[onnx.ModelProto, Sequence[str], str], Run]:
+    """Runs graphs with ``script`` (run_graph.mjs: in Node.js; run_browser.mjs: in headless
+    Chromium), ``package`` from the npm packages found by :func:`node_modules`."""
+
     def load(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
         folder = node_modules(package)
         node = shutil.which("node")
-        if folder is None or node is None:
-            raise DeviceUnavailableError(f"--runtime {package}: not installed; {RUNTIMES[package].install}")
+        if folder is None or node is None or RUNTIMES[name].version() is None:
+            raise DeviceUnavailableError(f"--runtime {name}: not installed; {RUNTIMES[name].install}")
         model_bytes = model.SerializeToString()
-        name = model.graph.input[0].name
+        input_name = model.graph.input[0].name
+        command = [node, str(NODE_SCRIPT.with_name(script))] + ([package] if script == "run_graph.mjs" else [])
 
         def run(X: np.ndarray) -> dict[str, np.ndarray]:
             with tempfile.TemporaryDirectory(prefix="tree2mat-node-") as tmp:
@@ -289,16 +308,15 @@ def _node(package: str) -> Callable[[onnx.ModelProto, Sequence[str], str], Run]:
                 np.ascontiguousarray(X).tofile(where / "input.bin")
                 request = {
                     "model": str(where / "graph.onnx"), "outputs": list(outputs), "dir": tmp,
-                    "input": {"name": name, "dtype": X.dtype.name, "shape": list(X.shape), "file": str(where / "input.bin")},
+                    "input": {"name": input_name, "dtype": X.dtype.name, "shape": list(X.shape), "file": str(where / "input.bin")},
                 }
                 (where / "request.json").write_text(json.dumps(request))
                 env = {**os.environ, "TREE2MAT_NODE_MODULES": str(folder)}
-                done = subprocess.run([node, str(NODE_SCRIPT), package, str(where / "request.json")],
-                                      capture_output=True, text=True, env=env, check=False)
+                done = subprocess.run([*command, str(where / "request.json")], capture_output=True, text=True, env=env, check=False)
                 if done.returncode != 0:
                     lines = [line for line in done.stderr.splitlines() if line.strip()]
                     error = next((line for line in lines if "Error" in line), lines[-1] if lines else f"exit {done.returncode}")
-                    raise VerificationError(f"{package} failed to run the graph: {' '.join(error.split())[:600]}")
+                    raise VerificationError(f"{name} failed to run the graph: {' '.join(error.split())[:600]}")
                 described = json.loads(done.stdout.strip().splitlines()[-1])["outputs"]
                 out = {}
                 for o in described:
@@ -324,11 +342,17 @@ RUNTIMES: dict[str, Runtime] = {
         Runtime("iree", "pip install 'tree2mat[iree]'", "IREE: the graph imported and compiled for llvm-cpu", _dist_version("iree-base-runtime"), _iree),
         Runtime(
             "onnxruntime-node", NODE_INSTALL.format(package="onnxruntime-node"),
-            "onnxruntime's Node.js binding (CPU)", _node_version("onnxruntime-node"), _node("onnxruntime-node"),
+            "onnxruntime's Node.js binding (CPU)", _node_version("onnxruntime-node"), _node("onnxruntime-node", "onnxruntime-node", "run_graph.mjs"),
         ),
         Runtime(
             "onnxruntime-web", NODE_INSTALL.format(package="onnxruntime-web"),
-            "onnxruntime-web's WebAssembly backend, run in Node.js", _node_version("onnxruntime-web"), _node("onnxruntime-web"),
+            "onnxruntime-web's WebAssembly backend, run in Node.js", _node_version("onnxruntime-web"), _node("onnxruntime-web", "onnxruntime-web", "run_graph.mjs"),
+        ),
+        Runtime(
+            "webgpu", NODE_INSTALL.format(package="onnxruntime-web") + ", the npm package playwright-core, and Chromium "
+            "(Debian: apt install chromium; elsewhere TREE2MAT_CHROMIUM=its path)",
+            "onnxruntime-web's WebGPU backend in headless Chromium (started with --enable-unsafe-webgpu)",
+            _node_version("onnxruntime-web", browser=True), _node("webgpu", "onnxruntime-web", "run_browser.mjs"),
         ),
     )
 }

@@ -118,15 +118,19 @@ def normalize(g: GraphBuilder, digits: Sequence[str], p: Plan, hint: str) -> lis
     return out
 
 
-def fold(g: GraphBuilder, digits: Sequence[str], p: Plan, hint: str, residual: bool = False) -> tuple[str, str | None]:
+def fold(
+    g: GraphBuilder, digits: Sequence[str], p: Plan, hint: str, residual: bool = False, divisor: np.ndarray | None = None,
+) -> tuple[str, str | None]:
     """The float32 value of digit sums (normalized or not; one rounding per digit, least
-    significant first: within two ulps of the margin), and with ``residual`` what that value
-    leaves out (for links that magnify the margin's rounding, such as exp)."""
+    significant first: within two ulps of the margin), divided by ``divisor`` (an average: one
+    more rounding), and with ``residual`` what that value leaves out (for links that magnify the
+    margin's rounding, such as exp; not with a divisor)."""
     acc, tail = digits[-1], digits[-1]
     for k in range(p.n_digits - 2, -1, -1):
         tail = g.op("Mul", [acc, g.const(np.float32(2.0**-p.bits), f"{hint}_fold_inverse")], f"{hint}{k}_tail")
         acc = g.op("Add", [digits[k], tail], f"{hint}{k}_folded")
-    scale = g.const(np.float32(2.0 ** p.exponents[0]), f"{hint}_grid")
+    grid = 2.0 ** p.exponents[0]
+    scale = g.const(np.asarray(grid if divisor is None else grid / np.asarray(divisor, np.float64), np.float32), f"{hint}_grid")
     value = g.op("Mul", [acc, scale], hint)
     if not residual:
         return value, None
@@ -178,12 +182,12 @@ def argmax(g: GraphBuilder, digits: Sequence[str], p: Plan, width: int, hint: st
     """int64 [N]: the first column of the largest margin ([N, C] digit sums), exact. Two
     columns: the second iff its margin is above the first's. More: on the normalized digits,
     the columns with the largest first digit, of those the ones with the largest second, ..."""
-    if width == 2:
-        parts = [[g.slice_cols(d, k, k + 1, f"{hint}_col{k}_{j}") for j, d in enumerate(digits)] for k in (0, 1)]
-        diff = [g.op("Sub", [b, a], f"{hint}_diff{j}") for j, (a, b) in enumerate(zip(*parts))]
+    if width == 2:  # the second column minus the first, [N]: its sign
+        sign = g.const(np.asarray([-1, 1], np.float32), f"{hint}_difference")
+        diff = [g.reduce_sum(g.op("Mul", [d, sign], f"{hint}_signed{j}"), [1], keepdims=False, hint=f"{hint}_diff{j}")
+                for j, d in enumerate(digits)]
         second = at_least(g, diff, p, None, True, f"{hint}_second")
-        index = g.op("Cast", [second], f"{hint}_second_i64", to=7)
-        return g.op("Squeeze", [index, g.const(np.asarray([1], np.int64), f"{hint}_squeeze")], f"{hint}_index")
+        return g.op("Cast", [second], f"{hint}_index", to=7)
     digits = normalize(g, digits, p, f"{hint}_norm")
     candidate = None
     for k, d in enumerate(digits):

@@ -341,12 +341,13 @@ def node_values(g: GraphBuilder, st: Stacked, x: Compared) -> tuple[str, str]:
 
 
 #: Columns of the augmented input (:func:`augmented_input`), in this order; each present only
-#: when some node reads it. ``x``: the value with missing cells at -max; ``negx``: its negation,
-#: missing at -max; ``nanx``: 1 where missing, else 0 (never above 1: also the column of tests
-#: that never hold); ``hix``: 1 where missing or +inf; ``lox``: 1 where missing or -inf; the
-#: ``w`` blocks: the same for x with 0 counted as missing (LightGBM's missing type Zero). F
-#: columns each; ``cat``: one per categorical node, 1 where that node sends the row right.
-BLOCKS = ("x", "negx", "w", "negw", "nanx", "nanw", "hix", "hiw", "lox", "low", "cat")
+#: when some node reads it. ``x``: the value with missing cells at -max; ``xhi``: with them at
+#: +max; ``nanx``: 1 where missing, else 0 (never above 1: also the column of tests that never
+#: hold); ``hix``: 1 where missing or +inf; ``lox``: 1 where missing or -inf; ``ninfx``: 1 at
+#: -inf (not missing); the ``w`` blocks: the same for x with 0 counted as missing (LightGBM's
+#: missing type Zero). F columns each; ``cat``: one per categorical node, 1 where that node sends
+#: the row right.
+BLOCKS = ("x", "xhi", "w", "whi", "nanx", "nanw", "hix", "hiw", "lox", "low", "ninfx", "ninfw", "cat")
 #: The column and threshold of a test that never holds (``nanx`` is 0 or 1).
 NEVER = ("nanx", 1.0)
 
@@ -369,13 +370,13 @@ def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeT
     missing values going where the library sends them (``extra``: blocks to include even when no
     node reads them).
 
-    Per node, with t' the graph threshold (``x <= t'`` goes left) and m = -max:
-    - missing goes left: ``x > t'`` on ``x`` (missing is m, never above t'); with t' = +inf every
+    Per node, with t' the graph threshold (``x <= t'`` goes left) and m = max:
+    - missing goes left: ``x > t'`` on ``x`` (missing is -m, never above t'); with t' = +inf every
       row goes left (``nanx > 1``, never); with t' = -inf only -inf and missing go left
-      (``lox > 0.5``, a swap node);
-    - missing goes right: ``-x > -nextup(t')`` on ``negx`` (missing is m) holds where the row
-      goes left (a swap node); with t' = max that is every value but +inf, so ``hix > 0.5`` goes
-      right; with t' = +inf only missing goes right (``nanx > 0.5``).
+      (``lox > 0.5``, a swap node: the test holds where the row goes left);
+    - missing goes right: ``x > t'`` on ``xhi`` (missing is m, above every t' < m); with t' = m,
+      ``hix > 0.5`` (missing or +inf); with t' = +inf only missing goes right (``nanx > 0.5``);
+      with t' = -inf only -inf goes left (``ninfx > 0.5``, a swap node).
     LightGBM's missing-type-Zero nodes read the ``w`` blocks instead. Categorical nodes read
     their own column. Padding nodes read column 0 against 0 (matrix forms ignore them)."""
     T, I, F = st.n_trees, st.n_internal, ens.n_features
@@ -389,23 +390,22 @@ def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeT
     cat = cat.reshape(T, I)
     left = st.nan_left
     src = np.where(zero, "w", "x")
-    with np.errstate(over="ignore"):  # nextup(max) = inf: those nodes read hix
-        negated = -np.nextafter(t, dt(np.inf))
-    cases = [  # (condition, block kind, threshold, swap), first match wins
-        (left & (t == np.inf), "never", dt(NEVER[1]), False),
-        (left & (t == -np.inf), "lo", dt(0.5), True),
-        (left, "", t, False),
-        (t == np.inf, "nan", dt(0.5), False),
-        (t == top, "hi", dt(0.5), False),
-        (np.ones_like(left), "neg", negated, True),
+    cases = [  # (condition, block kind, suffix, threshold, swap), first match wins
+        (left & (t == np.inf), "never", "", dt(NEVER[1]), False),
+        (left & (t == -np.inf), "lo", "", dt(0.5), True),
+        (left, "", "", t, False),
+        (t == np.inf, "nan", "", dt(0.5), False),
+        (t == top, "hi", "", dt(0.5), False),
+        (t == -np.inf, "ninf", "", dt(0.5), True),
+        (np.ones_like(left), "", "hi", t, False),
     ]
     block = np.full((T, I), "", object)
     threshold = np.zeros((T, I), t.dtype)
     swap = np.zeros((T, I), bool)
     todo = valid & ~cat
-    for cond, kind, thr, sw in cases:
+    for cond, kind, suffix, thr, sw in cases:
         hit = todo & cond
-        block[hit] = kind if kind == "never" else np.char.add(kind, src[hit].astype(str))
+        block[hit] = kind if kind == "never" else np.char.add(np.char.add(kind, src[hit].astype(str)), suffix)
         threshold[hit] = np.broadcast_to(thr, (T, I))[hit]
         swap[hit] = sw
         todo &= ~hit
@@ -428,28 +428,30 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
     """[N, C]: the columns the node tests read (see :data:`BLOCKS`), NaN-free."""
     cmp = st.threshold.dtype
     to = onnx.helper.np_dtype_to_tensor_dtype(cmp)
-    if {"x", "w", "negx", "negw"} & set(blocks):
-        low = g.const(cmp.type(-np.finfo(cmp).max), "missing_low")
+    top = np.finfo(cmp).max
     missing = {"x": x.missing}
-    if any(b.endswith("w") for b in blocks):
+    if any(b.endswith(("w", "whi")) for b in blocks):
         is_zero = g.op("Equal", [x.value, g.const(cmp.type(0), "zero_cmp")], "x_is_zero")  # (NaN: set anyway)
         missing["w"] = g.op("Or", [x.missing, is_zero], "w_missing")
     made: dict[str, str] = {}
     for b in blocks:
-        src = b[-1]
-        if b in ("x", "w"):
-            made[b] = g.op("Where", [missing[src], low, x.value], b)
-        elif b.startswith("neg"):
-            made[b] = g.op("Where", [missing[src], low, g.op("Neg", [x.value], f"{b}_value")], b)
-        elif b.startswith(("nan", "hi", "lo")):
-            flag = missing[src]
-            if not b.startswith("nan"):  # (IsInf is false on the missing cells' NaN, and they are set)
-                inf = g.op("IsInf", [x.value], f"{b}_inf", detect_negative=int(b.startswith("lo")), detect_positive=int(b.startswith("hi")))
-                flag = g.op("Or", [flag, inf], f"{b}_bool")
-            made[b] = g.op("Cast", [flag], b, to=to)
-        elif b == "cat":
+        if b == "cat":
             right = g.op("Transpose", [g.op("Not", [categorical_left(g, ens, st, x)], "cat_right_nodes")], "cat_right", perm=[1, 0])
             made[b] = g.op("Cast", [right], "cat_right_cmp", to=to)
+            continue
+        src = "w" if b.endswith(("w", "whi")) else "x"
+        if b in ("x", "w", "xhi", "whi"):
+            sentinel = g.const(cmp.type(top if b.endswith("hi") else -top), f"missing_{'high' if b.endswith('hi') else 'low'}")
+            made[b] = g.op("Where", [missing[src], sentinel, x.value], b)
+            continue
+        flag = missing[src]
+        if not b.startswith("nan"):  # (IsInf is false on the missing cells' NaN)
+            inf = g.op("IsInf", [x.value], f"{b}_inf", detect_negative=int(not b.startswith("hi")), detect_positive=int(b.startswith("hi")))
+            if b.startswith("ninf"):  # -inf only, never a missing cell
+                flag = g.op("And", [inf, g.op("Not", [flag], f"{b}_present")], f"{b}_bool")
+            else:
+                flag = g.op("Or", [flag, inf], f"{b}_bool")
+        made[b] = g.op("Cast", [flag], b, to=to)
     parts = [made[b] for b in blocks]
     return parts[0] if len(parts) == 1 else g.op("Concat", parts, "x_augmented", axis=1)
 
@@ -727,12 +729,11 @@ def _summed(
         if np.any(base[k]):
             total = g.op("Add", [total, g.const(base[k], f"base_digit{k}")], f"digit_sum{k}_base")
         sums.append(total)
-    value, residual = _digits.fold(g, sums, p, "margin_digits", residual=ens.link is Link.EXP)
-    if ens.aggregation is Aggregation.MEAN:
-        if len(set(ens.trees_per_output().tolist())) > 1:
-            raise UnsupportedModelError("an averaged ensemble with a different number of trees per output needs --dtype float64")
-        value = g.op("Div", [value, g.const(ens.trees_per_output().astype(np.float32), "n_trees")], "margin_mean")
-        residual = None
+    mean = ens.aggregation is Aggregation.MEAN
+    if mean and len(set(ens.trees_per_output().tolist())) > 1:
+        raise UnsupportedModelError("an averaged ensemble with a different number of trees per output needs --dtype float64")
+    value, residual = _digits.fold(g, sums, p, "margin_digits", residual=ens.link is Link.EXP and not mean,
+                                   divisor=ens.trees_per_output() if mean else None)
     if flat:
         value = g.unsqueeze(value, [1], "margin")
         residual = None if residual is None else g.unsqueeze(residual, [1], "margin_residual")
