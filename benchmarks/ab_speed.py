@@ -56,6 +56,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.latency_runs < 20 or args.trials < 1 or args.throughput_runs < 1:
+        parser.error("--latency-runs takes at least 20 (runs alternate 20 at a time), --trials and --throughput-runs at least 1")
     results = []
     for name, (title, factory, classes) in workloads(args.seed).items():
         if args.workloads and name not in args.workloads:
@@ -78,9 +80,9 @@ def main() -> int:
             for _ in range(args.trials):
                 one = {k: [] for k in sess}
                 big = {k: [] for k in sess}
-                for _ in range(args.latency_runs):
+                for _ in range(args.latency_runs // 20):  # alternating every 20 runs: drift hits both
                     for k in sess:
-                        one[k].append(timed(sess[k], Xs[:1]))
+                        one[k] += [timed(sess[k], Xs[:1]) for _ in range(20)]
                 for _ in range(args.throughput_runs):
                     for k in sess:
                         big[k].append(timed(sess[k], Xs))

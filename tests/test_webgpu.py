@@ -20,8 +20,9 @@ import pytest
 
 import tree2mat
 from tree2mat.runtimes import NODE_SCRIPT, RUNTIMES, node_modules
+from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
 
-from test_runtimes import EXACT, MODELS, fitted, graph
+from test_runtimes import EXACT, MODELS, SOFT, fitted, graph
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "build" / "webgpu.json"
@@ -49,6 +50,20 @@ def test_every_model_routes_exactly_on_webgpu(name):
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(done, indent=1))
     assert outcome[default]["passed"], f"the default graph ({default}) on WebGPU: {outcome[default]}"
+
+
+@pytest.mark.parametrize("form", SOFT)
+def test_soft_forms_run_on_webgpu(form):
+    """The approximations give onnxruntime's outputs on WebGPU too."""
+    name = "HistGradientBoostingClassifier, NaN"
+    ens = tree2mat.load(fitted(name))
+    onx = graph(name, form)
+    X = synthesize(ens, 100)[0]
+    want = GraphRunner(onx, "cpu").run(X)
+    got = GraphRunner(onx, "cpu", "webgpu").run(X)
+    for out, exp in want.items():
+        rep = compare(out, "cpu", got[out], exp, X, default_atol(ens, "float32"), 1e-5, out == "label")
+        assert rep.passed, rep
 
 
 def test_the_browser_example_scores_on_webgpu(tmp_path):

@@ -132,8 +132,9 @@ def time_runs(run: Callable[[np.ndarray], Any], X: np.ndarray, batch: int, repea
 
 
 def _mismatched(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], ens: Ensemble) -> tuple[int, int | None]:
-    """Rows where some output differs from the library's, as ``verify`` judges (every row when
-    an output is missing or of another size), and of those the rows whose label differs (None
+    """Rows where some output differs from the library's, as ``verify`` judges a float32 graph
+    (every contender here is one: tree2mat's default graphs and the peers'), every row when an
+    output is missing or of another size; and of those the rows whose label differs (None
     without a label)."""
     from tree2mat.verify import DEFAULT_RTOL, default_atol, differing_rows
 
@@ -144,7 +145,7 @@ def _mismatched(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], ens
         exp, out = np.asarray(exp), np.asarray(got.get(name, ()))
         if out.size != exp.size:
             return n, (n if name == "label" else labels)
-        rows, _, _ = differing_rows(out.reshape(exp.shape), exp, default_atol(ens), DEFAULT_RTOL, name == "label")
+        rows, _, _ = differing_rows(out.reshape(exp.shape), exp, default_atol(ens, "float32"), DEFAULT_RTOL, name == "label")
         bad[rows] = True
         if name == "label":
             labels = int(np.unique(rows).size)

@@ -15,7 +15,6 @@ from tree2mat import frontends, pipelines
 from tree2mat._files import atomic_write, atomic_write_files, writable_target
 from tree2mat.errors import OptionError
 from tree2mat.forms import AUTO, DEFAULT_FORM, DEFAULT_OPSET, FORMS, MIN_OPSET, GraphOptions, auto, check_form
-from tree2mat.forms._layout import internal_dtype
 from tree2mat.ir.core import Ensemble
 
 DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
@@ -146,7 +145,6 @@ def convert(
         "tree2mat.n_features": str(ens.n_features),
         "tree2mat.raw": str(int(opts.raw)),
         "tree2mat.exact": str(int(FORMS[form].exact)),
-        "tree2mat.arithmetic": internal_dtype(ens, opts).name,
         **({"tree2mat.matmul": opts.matmul} if opts.matmul != "float32" else {}),
         **({"tree2mat.auto": reason} if reason is not None else {}),
     })
@@ -174,6 +172,8 @@ def _convert_pipeline(
         **{key: value for step in steps for key, value in step.items() if key in ("tree2mat.auto", "tree2mat.matmul", "tree2mat.temperature")},
         # verify checks the routing of the last step (it has scikit-learn's rows for it)
         **({key: steps[-1][key] for key in ("tree2mat.leaf_tensor", "tree2mat.exit_layout") if key in steps[-1]} if len(steps) == 1 else {}),
+        # verify's tolerance: the tree steps' arithmetic (float32 if any step computes in it)
+        "tree2mat.arithmetic": min((step.get("tree2mat.arithmetic", "float64") for step in steps), key=lambda a: a != "float32"),
     })
     return _checked(model, step)
 

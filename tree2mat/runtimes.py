@@ -143,15 +143,32 @@ def _reference(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cp
 # ---------------------------------------------------------------------------------- OpenVINO
 
 
-def _openvino(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
-    import openvino as ov
+def _openvino_version() -> str | None:
+    """OpenVINO's version and its CPU plugin's default precision (bf16 on CPUs that have it)."""
+    found = _dist_version("openvino")()
+    if found is None:
+        return None
+    try:
+        import openvino as ov
+
+        hint = str(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
+    except Exception:  # (a broken install, no CPU plugin: loading will say why)
+        return found
+    return f"{found} (CPU, {hint.split(chr(39))[1] if chr(39) in hint else hint})"
+
+
+def _openvino(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu", config: dict[str, str] | None = None) -> Run:
+    try:
+        import openvino as ov
+    except ImportError as exc:
+        raise _failed("OpenVINO", "cannot be imported", exc) from exc
 
     core = ov.Core()
     try:
         net = core.read_model(model.SerializeToString())
-        # f32 arithmetic as the graph says: OpenVINO's CPU plugin otherwise lowers float ops to
-        # bf16 on CPUs that have it (its default precision hint), which no exact graph survives.
-        compiled = core.compile_model(net, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        # OpenVINO's defaults (``config``: others), as a deployment gets them: on CPUs with bf16
+        # its CPU plugin runs MatMul and friends in bf16 (the version string says which).
+        compiled = core.compile_model(net, "CPU", config or {})
     except Exception as exc:
         raise _failed("OpenVINO", "cannot load the graph", exc) from exc
     ports = {}
@@ -177,13 +194,23 @@ def _openvino(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu
 
 
 def _tract(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
-    import tract
+    try:
+        import tract
+    except ImportError as exc:
+        raise _failed("tract", "cannot be imported", exc) from exc
 
     with tempfile.TemporaryDirectory(prefix="tree2mat-tract-") as tmp:
         path = Path(tmp) / "graph.onnx"
         path.write_bytes(model.SerializeToString())
         try:
             inference = tract.onnx().load(str(path))
+            # The input's fact from its declared type, an unnamed or unknown dimension as the
+            # symbol N (tract needs one; ONNX files often leave the batch dimension blank).
+            tt = model.graph.input[0].type.tensor_type
+            dims = [str(d.dim_value) if d.HasField("dim_value") else "N" for d in tt.shape.dim]
+            kind = {onnx.TensorProto.FLOAT: "f32", onnx.TensorProto.DOUBLE: "f64"}.get(tt.elem_type)
+            if kind:
+                inference.set_input_fact(0, ",".join([*dims, kind]))
             graph_outputs = [o.name for o in model.graph.output]
             for k in range(len(graph_outputs)):  # (tract infers them; the declared ones may be partial)
                 inference.set_output_fact(k, None)
@@ -206,12 +233,20 @@ def _tract(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") 
 # --------------------------------------------------------------------------------------- IREE
 
 
-def _iree(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
-    import iree.compiler as ireec
-    import iree.runtime as rt
-    from iree.compiler.extras import onnx_importer
-    from iree.compiler.ir import Context
+def _iree_version() -> str | None:
+    """IREE's runtime version, when both its compiler and runtime are installed."""
+    compiler = _dist_version("iree-base-compiler")()
+    return _dist_version("iree-base-runtime")() if compiler else None
 
+
+def _iree(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
+    try:
+        import iree.compiler as ireec
+        import iree.runtime as rt
+        from iree.compiler.extras import onnx_importer
+        from iree.compiler.ir import Context
+    except ImportError as exc:
+        raise _failed("IREE", "cannot be imported", exc) from exc
     try:
         context = Context()
         info = onnx_importer.ModelInfo(onnx.shape_inference.infer_shapes(model, data_prop=True))
@@ -252,6 +287,8 @@ NODE_INSTALL = (
 
 #: The script that runs a graph in Node.js (shipped with the package).
 NODE_SCRIPT = Path(__file__).with_name("js") / "run_graph.mjs"
+#: The longest a Node.js or browser run of one chunk of rows may take.
+NODE_TIMEOUT_S = 1800
 NODE_DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32, "bool": np.bool_, "uint8": np.uint8, "int8": np.int8}
 
 
@@ -312,19 +349,26 @@ def _node(name: str, package: str, script: str) -> Callable[[onnx.ModelProto, Se
                 }
                 (where / "request.json").write_text(json.dumps(request))
                 env = {**os.environ, "TREE2MAT_NODE_MODULES": str(folder)}
-                done = subprocess.run([*command, str(where / "request.json")], capture_output=True, text=True, env=env, check=False)
+                try:
+                    done = subprocess.run([*command, str(where / "request.json")], capture_output=True, text=True,
+                                          env=env, check=False, timeout=NODE_TIMEOUT_S)
+                except subprocess.TimeoutExpired as exc:
+                    raise VerificationError(f"{name} did not finish the graph within {NODE_TIMEOUT_S} s") from exc
                 if done.returncode != 0:
                     lines = [line for line in done.stderr.splitlines() if line.strip()]
                     error = next((line for line in lines if "Error" in line), lines[-1] if lines else f"exit {done.returncode}")
                     raise VerificationError(f"{name} failed to run the graph: {' '.join(error.split())[:600]}")
-                described = json.loads(done.stdout.strip().splitlines()[-1])["outputs"]
-                out = {}
-                for o in described:
-                    path = Path(o["file"])
-                    if o["dtype"] == "string":
-                        out[o["name"]] = np.asarray(json.loads(path.read_text()), dtype=object).reshape(o["shape"])
-                    else:
-                        out[o["name"]] = np.fromfile(path, NODE_DTYPES[o["dtype"]]).reshape(o["shape"])
+                try:
+                    described = json.loads(done.stdout.strip().splitlines()[-1])["outputs"]
+                    out = {}
+                    for o in described:
+                        path = Path(o["file"])
+                        if o["dtype"] == "string":
+                            out[o["name"]] = np.asarray(json.loads(path.read_text(encoding="utf-8")), dtype=object).reshape(o["shape"])
+                        else:
+                            out[o["name"]] = np.fromfile(path, NODE_DTYPES[o["dtype"]]).reshape(o["shape"])
+                except (IndexError, KeyError, ValueError, OSError) as exc:  # (JSONDecodeError is a ValueError)
+                    raise VerificationError(f"{name} gave no readable outputs: {type(exc).__name__}: {exc}") from exc
                 return out
 
         return run
@@ -337,9 +381,9 @@ RUNTIMES: dict[str, Runtime] = {
     for r in (
         Runtime("onnxruntime", "pip install onnxruntime", "onnxruntime's CPU execution provider", _dist_version("onnxruntime"), _onnxruntime),
         Runtime("reference", "pip install onnx", "onnx's own reference evaluator (onnx.reference)", _dist_version("onnx"), _reference),
-        Runtime("openvino", "pip install 'tree2mat[openvino]'", "OpenVINO's CPU plugin, f32 precision", _dist_version("openvino"), _openvino),
+        Runtime("openvino", "pip install 'tree2mat[openvino]'", "OpenVINO's CPU plugin, its default settings", _openvino_version, _openvino),
         Runtime("tract", "pip install 'tree2mat[tract]'", "Sonos' tract (Rust)", _dist_version("tract"), _tract),
-        Runtime("iree", "pip install 'tree2mat[iree]'", "IREE: the graph imported and compiled for llvm-cpu", _dist_version("iree-base-runtime"), _iree),
+        Runtime("iree", "pip install 'tree2mat[iree]'", "IREE: the graph imported and compiled for llvm-cpu", _iree_version, _iree),
         Runtime(
             "onnxruntime-node", NODE_INSTALL.format(package="onnxruntime-node"),
             "onnxruntime's Node.js binding (CPU)", _node_version("onnxruntime-node"), _node("onnxruntime-node", "onnxruntime-node", "run_graph.mjs"),

@@ -444,7 +444,7 @@ def _leaf_tensor(model: onnx.ModelProto) -> str | None:
 LeafIds = Callable[[np.ndarray], np.ndarray]
 
 
-def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble) -> tuple[onnx.ModelProto, LeafIds | None]:
+def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble, dtype: np.dtype) -> tuple[onnx.ModelProto, LeafIds | None]:
     """A copy of ``model`` that also outputs the exit index, when tree2mat wrote it for a model
     of this many trees, and how to read leaf ids off it (``tree2mat.exit_layout``: the index is
     the leaf ids, or positions of the form's exit layout; see :class:`tree2mat.forms._layout.Exit`)."""
@@ -457,18 +457,18 @@ def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble) -> tuple[onnx.Model
         return model, None
     if meta.get("tree2mat.exit_layout", EXIT_LEAVES) == EXIT_LEAVES:
         leaves: LeafIds = lambda index: np.asarray(index).T  # noqa: E731
-        dtype = onnx.TensorProto.INT64
+        elem = onnx.TensorProto.INT64
     else:
         form = FORMS.get(meta.get("tree2mat.form", ""))
         if form is None or form.exit_layout is None:
             return model, None
-        order, slots = form.exit_layout(ens)
+        order, slots = form.exit_layout(ens, dtype)
         leaves = lambda index: leaf_ids_of(index, order, slots).T  # noqa: E731
-        dtype = onnx.TensorProto.INT32 if meta.get("tree2mat.form") == "traverse" else onnx.TensorProto.INT64
+        elem = onnx.TensorProto.INT32 if meta.get("tree2mat.form") == "traverse" else onnx.TensorProto.INT64
     out = onnx.ModelProto()
     out.CopyFrom(model)
     if leaf not in {o.name for o in out.graph.output}:
-        out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, dtype, [ens.n_trees, "N"]))
+        out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, elem, [ens.n_trees, "N"]))
     return out, leaves
 
 
@@ -668,7 +668,7 @@ def verify(
         notes.append(f"a pipeline: {pipelines.describe(pipeline)}'s own predictions compared with the graph's outputs")
     if isinstance(model, Ensemble):
         notes.append("no original library model: compared with tree2mat's reference evaluator")
-    onx_run, leaf_ids = _with_leaf_output(onx, ens)
+    onx_run, leaf_ids = _with_leaf_output(onx, ens, in_dtype)
     routing = leaf_ids is not None
     leaf_name = meta.get("tree2mat.leaf_tensor", "")
     if not routing:
@@ -701,6 +701,9 @@ def verify(
                     raise VerificationError(f"the graph's leaf ids: {exc}") from exc
                 rep = compare("routing", dev, got_leaves, leaves_ref, X, 0, 0, True, max_report, done)
                 reports[dev, "routing"] = merge(reports.get((dev, "routing")), rep, max_report)
+            if leaves_ref is not None and "leaves" in got:  # a --leaves graph's own output
+                rep = compare("leaves", dev, got["leaves"], leaves_ref, X, 0, 0, True, max_report, done)
+                reports[dev, "leaves"] = merge(reports.get((dev, "leaves")), rep, max_report)
         done += X.shape[0]
         if progress is not None:
             progress(done, source.fraction_read)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import posixpath
 import sys
 from pathlib import Path
+from urllib.parse import unquote
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -23,9 +25,14 @@ class Handler(http.server.SimpleHTTPRequestHandler):
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".mjs": "text/javascript", ".wasm": "application/wasm"}
 
     def translate_path(self, path: str) -> str:
-        path = path.split("?", 1)[0]
-        prefix = next(p for p in ROUTES if path.startswith(p))
-        return str(ROUTES[prefix] / path[len(prefix):])
+        """The file a request names, inside its route's folder (anything else: a path that
+        does not exist, so a 404)."""
+        path = posixpath.normpath(unquote(path.split("?", 1)[0].split("#", 1)[0]))
+        path = path + "/" if path in ("/ort", "/tree2mat") else path
+        prefix = next((p for p in ROUTES if path.startswith(p)), "/")
+        root = ROUTES[prefix].resolve()
+        target = (root / path[len(prefix):].lstrip("/")).resolve()
+        return str(target) if target.is_relative_to(root) else str(root / "__outside_the_folder__")
 
 
 if __name__ == "__main__":

@@ -122,8 +122,8 @@ def fold(
     g: GraphBuilder, digits: Sequence[str], p: Plan, hint: str, residual: bool = False, divisor: np.ndarray | None = None,
 ) -> tuple[str, str | None]:
     """The float32 value of digit sums (normalized or not; one rounding per digit, least
-    significant first: within two ulps of the margin), divided by ``divisor`` (an average: one
-    more rounding), and with ``residual`` what that value leaves out (for links that magnify the
+    significant first: within two ulps of the margin), divided by ``divisor`` (an average: two
+    more roundings, the scale's and the product's), and with ``residual`` what that value leaves out (for links that magnify the
     margin's rounding, such as exp; not with a divisor)."""
     acc, tail = digits[-1], digits[-1]
     for k in range(p.n_digits - 2, -1, -1):

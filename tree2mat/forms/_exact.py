@@ -29,9 +29,10 @@ def padded_matrices(ens: Ensemble, st: _layout.Stacked, matrix: Callable) -> np.
 
 def dense_constant_bytes(ens: Ensemble) -> int:
     """Bytes of a dense form's large constants (the float32 matrices of the size groups, see
-    :func:`padded_work`, and the leaf values), without building them."""
+    :func:`padded_work`, and the leaf values: up to four float32 digits, or float64), without
+    building them."""
     T, I, L = _layout.padded_sizes(ens)
-    return padded_work(ens)[1] * 4 + T * L * ens.n_outputs * 8
+    return padded_work(ens)[1] * 4 + T * L * ens.n_outputs * 16
 
 
 def dense_bytes_per_row(ens: Ensemble) -> int:
@@ -167,9 +168,9 @@ def exit_by_scores(
     return _layout.Exit(index, *exit_layout(ens))
 
 
-def exit_layout(ens: Ensemble) -> tuple[np.ndarray, np.ndarray]:
+def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The matrix forms' exit (see :class:`_layout.Exit`): leaf ids, the trees in their size
-    groups' order (:func:`padded_groups`)."""
+    groups' order (:func:`padded_groups`); the same for every input ``dtype``."""
     T, _, L = _layout.padded_sizes(ens)
     order = np.concatenate([trees for trees, *_ in padded_groups(ens)]).astype(np.int64)
     return order, np.broadcast_to(np.arange(L, dtype=np.int64), (T, L))
@@ -196,8 +197,9 @@ def finish(
     """Every form's tail: from the margin ``m`` to the graph contract's outputs (and, given the
     ``exit``, the ``leaves`` output), then the model."""
     outputs = _heads.emit(g, ens, m, opts)
+    metadata = {**(metadata or {}), "tree2mat.arithmetic": np.dtype(m.dtype).name}
     if exit is not None:
         _layout.leaves_output(g, exit)
         outputs.append(tensor_info("leaves", np.int64, ["N", ens.n_trees]))
     inputs = [tensor_info("input", opts.dtype, ["N", ens.n_features])]
-    return g.model(inputs, outputs, doc=doc, metadata=metadata or {})
+    return g.model(inputs, outputs, doc=doc, metadata=metadata)

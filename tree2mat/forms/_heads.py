@@ -256,13 +256,12 @@ def _outlier(g: GraphBuilder, ens: Ensemble, m: Margin, opts: GraphOptions) -> l
         ratio = g.op("Div", [m.value, _const(g, m, params.denominator, "denominator")], "ratio")
         # The label compares the margin with the cutoff of the ratio found with numpy's pow (see
         # isolation_cutoff), not the score: Pow here may differ from numpy's in the last bit.
-        if m.digits is not None or not np.isfinite(cutoff):
+        if m.dtype == np.float64 and np.isfinite(cutoff):
+            outlier = g.op("Less", [ratio, g.const(np.float64(cutoff), "ratio_cutoff")], "is_outlier_2d")
+        else:  # the margin against cutoff x denominator (exactly on digits, else in float32)
             limit = float(np.finfo(np.float64).max)
             at_least = _above(g, ens, m, float(np.clip(cutoff * params.denominator, -limit, limit)), False, "not_outlier")
             outlier = g.op("Not", [at_least], "is_outlier_2d")
-        else:
-            ratio_col = ratio if m.dtype == np.float64 else g.op("Cast", [ratio], "ratio_f64", to=onnx.TensorProto.DOUBLE)
-            outlier = g.op("Less", [ratio_col, g.const(np.float64(cutoff), "ratio_cutoff")], "is_outlier_2d")
         if not (m.digits is not None and m.flat):
             outlier = g.op("Squeeze", [outlier, g.const(np.asarray([1], np.int64), "squeeze_axis")], "is_outlier")
     power = g.op("Pow", [_const(g, m, 2, "two"), g.op("Neg", [ratio], "neg_ratio")], "power")

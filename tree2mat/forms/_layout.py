@@ -1,12 +1,15 @@
 """Pieces every exact form shares: trees stacked into padded 3-D tensors, the nodes' tests
 (which nodes send a row right) and the leaf-value aggregation.
 
-Tests follow DESIGN.md's exactness rules: every node is one ``value > threshold`` on a column
-of an augmented input (:func:`node_tests`: x, -x for nodes that send NaN right, IsNaN for
-``t = +inf`` splits, x with 0 made NaN for missing-type Zero, one column per categorical node),
-thresholds come from :mod:`tree2mat.ir.thresholds`, values are picked by ``Gather`` /
-``GatherElements`` (exact, NaN/inf-safe) — so no ``Sign(0)`` ever appears. Leaf values are
-gathered by leaf id in float64, never multiplied."""
+Tests follow DESIGN.md's exactness rules and the graph contract: every node is one
+``value > threshold`` with a finite threshold on a column of an augmented input in which no cell
+is NaN (:func:`node_tests`: x with missing cells at -max or +max by where the node sends them,
+0/1 flags of missing, +inf or -inf cells for the thresholds at the ends of the range, the same on
+x with 0 counted as missing for missing-type Zero, one column per categorical node), thresholds
+come from :mod:`tree2mat.ir.thresholds`, values are picked by ``Gather`` / ``GatherElements`` —
+so no ``Sign(0)`` ever appears and no decision depends on how a runtime compares NaN. Leaf values
+are gathered by the exit index (:class:`Exit`), never multiplied, and summed exactly
+(:mod:`_digits`) or in the library's own dtype and order."""
 
 from __future__ import annotations
 
@@ -24,8 +27,6 @@ from tree2mat.forms._heads import Margin
 from tree2mat.ir.core import Aggregation, CategoryCodes, Comparison, Ensemble, Link
 from tree2mat.ir.thresholds import FLOAT32, compare_dtype, graph_categories, graph_thresholds
 
-#: The name of the leaf-id output of ``--leaves`` graphs' internals (in the ensemble's order).
-LEAF_TENSOR = "leaf"
 #: How an exit index maps to leaf ids (``tree2mat.exit_layout`` in a graph's metadata):
 #: ``leaves``: it is the leaf ids, trees in order; ``layout``: through the form's exit layout
 #: (trees in another order, or positions that are not leaf ids; see :class:`Exit`).
@@ -44,14 +45,16 @@ class Exit:
 
     index: str
     order: np.ndarray  # int64 [T]
-    slots: np.ndarray  # int64 [T, S]
+    slots: np.ndarray  # int64 [T, S] (-1: a position that is no leaf)
     index_dtype: np.dtype = np.dtype(np.int64)
 
     def per_slot(self, table: np.ndarray, n_leaves: int) -> np.ndarray:
         """A [T * L, K] table of per-leaf rows (:class:`Stacked`'s layout) as [T, S, K] rows of
-        ``index``'s trees and positions."""
+        ``index``'s trees and positions (0 at positions that are no leaf)."""
         per_tree = table.reshape(-1, n_leaves, table.shape[1])
-        return per_tree[self.order[:, None], self.slots]
+        out = per_tree[self.order[:, None], np.maximum(self.slots, 0)]
+        out[self.slots < 0] = 0
+        return out
 
     @property
     def layout(self) -> str:

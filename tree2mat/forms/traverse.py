@@ -34,7 +34,7 @@ class NodeTable:
     column: np.ndarray  # int32 [T, P]
     threshold: np.ndarray  # compare dtype [T, P]
     first: np.ndarray  # int32 [T, P]
-    leaf: np.ndarray  # int64 [T, P]
+    leaf: np.ndarray  # int64 [T, P]: the leaf at each leaf node, -1 at internal and padding nodes
     blocks: tuple[str, ...]  # the augmented input's blocks, in column order
     order: np.ndarray  # int64 [T]: the table's trees, deepest first (the ensemble's tree of each row)
     depth: np.ndarray  # int64 [T]: each row's tree depth (non-increasing)
@@ -50,7 +50,7 @@ def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
     column = np.full((T, P), tests.offset[never], np.int32)
     threshold = np.full((T, P), never_threshold, st.threshold.dtype)
     first = np.zeros((T, P), np.int32)
-    leaf = np.zeros((T, P), np.int64)
+    leaf = np.full((T, P), -1, np.int64)
     for t, tree in enumerate(ens.trees):
         queue, next_id = deque([(0 if tree.n_internal else -1, 0)]), 1
         while queue:
@@ -68,32 +68,35 @@ def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
 
 
 #: Copies of the node table the walk may add (see :func:`cuts`): this many times the table, or
-#: CUT_BYTES if that is more.
-CUT_FACTOR = 2
+#: CUT_BYTES if that is more; and the least walking a cut must save per row it copies.
+CUT_FACTOR = 1
 CUT_BYTES = 256 * 2**10
+CUT_VALUE = 1.0
 
 
 def cuts(depth: np.ndarray, row_bytes: int) -> list[int]:
     """The levels at which the walk sets finished trees aside (``depth``: the trees' depths,
     non-increasing). ``GatherElements`` takes data and indices of the same size on every axis
-    but the gathered one, so each such level slices the node tables to the trees still walking
-    (constants a runtime folds once). Every level where some tree finishes, unless those copies
-    would pass ``CUT_FACTOR`` times the table (or ``CUT_BYTES``): then the cuts that save the
-    least walking per byte are dropped. (Copies cost time too: LGBMRegressor(500, 255 leaves)
-    took 40 % longer at batch 1 with copies of 12 times its table, measured on onnxruntime 1.31;
-    with twice its table it walks 5 % more levels than it must.)"""
+    but the gathered one, so each such level slices the node tables to the trees still walking:
+    copies (constants a runtime folds once) that cost time at small batches, as larger constants
+    do. Of the levels where some tree finishes, a cut is kept where the walking it saves (trees
+    set aside times the levels to the next cut) is at least ``CUT_VALUE`` times the rows it
+    copies, while the copies stay within ``CUT_FACTOR`` times the table (or ``CUT_BYTES``): the
+    cuts that save the least walking per byte go first. Measured (onnxruntime 1.31, batch 1, 2
+    threads): LGBMRegressor(500, 255 leaves) with copies of 12 times its table took 2.3 times as
+    long as without copies, and 1.2 times walking every tree to the deepest level."""
     T = depth.size
     keep = [int(np.count_nonzero(depth > d)) for d in range(int(depth[0]) + 1)]
     chosen = [d for d in range(1, int(depth[0])) if keep[d] < keep[d - 1]]
     budget = max(CUT_FACTOR * T * row_bytes, CUT_BYTES)
 
-    def cost(i: int) -> float:  # walking added per byte saved by dropping cut i
+    def saving(i: int) -> float:  # walking saved by cut i over the rows it copies
         before = keep[chosen[i - 1]] if i else T
         after = chosen[i + 1] if i + 1 < len(chosen) else int(depth[0])
-        return (before - keep[chosen[i]]) * (after - chosen[i]) / max(keep[chosen[i]] * row_bytes, 1)
+        return (before - keep[chosen[i]]) * (after - chosen[i]) / max(keep[chosen[i]], 1)
 
-    while chosen and sum(keep[d] for d in chosen) * row_bytes > budget:
-        chosen.pop(min(range(len(chosen)), key=cost))
+    while chosen and (min(saving(i) for i in range(len(chosen))) < CUT_VALUE or sum(keep[d] for d in chosen) * row_bytes > budget):
+        chosen.pop(min(range(len(chosen)), key=saving))
     return chosen
 
 
@@ -145,9 +148,11 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     return _layout.Exit(cur, tab.order, tab.leaf, np.dtype(np.int32))
 
 
-def exit_layout(ens: Ensemble) -> tuple[np.ndarray, np.ndarray]:
-    """The walk's exit (see :class:`_layout.Exit`): the node reached, trees deepest first."""
-    tab = node_table(ens, _layout.stack(ens, np.dtype(np.float32)))
+def exit_layout(ens: Ensemble, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The walk's exit for a graph of input ``dtype`` (which nodes swap children depends on the
+    thresholds in the compare dtype; see :class:`_layout.Exit`): the node reached, trees deepest
+    first; -1 where a node is no leaf (a row there has not finished: a broken graph)."""
+    tab = node_table(ens, _layout.stack(ens, np.dtype(dtype)))
     return tab.order, tab.leaf
 
 
@@ -158,16 +163,18 @@ def _rows(g: GraphBuilder, x: str, start: int, stop: int, hint: str) -> str:
 
 
 def constant_bytes(ens: Ensemble) -> int:
-    """The node table (column, first and leaf index per node, threshold up to 8 bytes) over the
-    widest tree's 2 I + 1 nodes, and the leaf values."""
+    """The node table (column and first per node, threshold up to 8 bytes) over the widest
+    tree's 2 I + 1 nodes, its copies at the cuts (at most its size, or CUT_BYTES), and the leaf
+    values per node (up to four float32 digits, or float64)."""
     T, I, L = _layout.padded_sizes(ens)
-    return T * (2 * I + 1) * (4 + 4 + 8 + 8) + T * L * ens.n_outputs * 8
+    table = T * (2 * I + 1) * (4 + 4 + 8)
+    return 2 * table + CUT_BYTES + T * (2 * I + 1) * ens.n_outputs * 16
 
 
 def bytes_per_row(ens: Ensemble) -> int:
-    """Per tree, the few [T, N] tensors of one level (alive one level at a time), the leaf ids
-    and values (and their indices with several outputs); the augmented input (at most six
-    blocks of the features)."""
+    """Per tree, the few [T, N] tensors of one level (alive one level at a time), the exit index
+    and values (and their indices with several outputs); the augmented input and its transpose
+    (a few blocks of the features, a bound)."""
     K = 1 if _layout.one_class_per_tree(ens) else ens.n_outputs
     per_tree = 48 + 8 + (K * 8 if K == 1 else K * 24)
     return ens.n_trees * per_tree + 6 * ens.n_features * 8 + _layout.categorical_bytes_per_row(ens)

@@ -29,7 +29,19 @@ const roots = { "/ort/": join(modules, "onnxruntime-web", "dist"), "/tree2mat/":
 const TYPES = { ".html": "text/html", ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm", ".json": "application/json" };
 
 const server = createServer((req, res) => {
-  const path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+  let path;
+  try {
+    path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+  } catch {
+    res.writeHead(400);
+    res.end();
+    return;
+  }
+  if (!/^(127\.0\.0\.1|localhost):\d+$/.test(req.headers.host || "")) {  // only the browser this script started
+    res.writeHead(403);
+    res.end();
+    return;
+  }
   const prefix = Object.keys(roots).find((p) => path.startsWith(p));
   const root = roots[prefix];
   const file = normalize(join(root, path.slice(prefix.length)));
@@ -42,7 +54,7 @@ const server = createServer((req, res) => {
   res.end(readFileSync(file));
 });
 await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
-const base = `http://localhost:${server.address().port}`;
+const base = `http://127.0.0.1:${server.address().port}`;
 if (!pageMode) {
   const pageRequest = { ...request, model: "/graph.onnx", input: { ...request.input, file: "/input.bin" } };
   writeFileSync(join(request.dir, "page_request.json"), JSON.stringify(pageRequest));
