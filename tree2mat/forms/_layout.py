@@ -325,7 +325,7 @@ def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions, dtype: np
 def gather_columns(g: GraphBuilder, x: str, columns: str, hint: str) -> str:
     """Columns ``columns`` of ``x`` [N, F], node-major: [len(columns), N]. (A ``Gather`` on axis
     0 of the transposed input: OpenVINO 2026.4's ``Gather`` on axis 1 returns wrong values once
-    the output passes about 5e7 elements.)"""
+    the output passes about 3e7 elements.)"""
     return g.op("Gather", [g.op("Transpose", [x], f"{hint}_by_column", perm=[1, 0]), columns], hint, axis=0)
 
 
