@@ -72,8 +72,9 @@ def main() -> int:
             joblib.dump(model, path / "model.joblib")
             tree2mat.save(tree2mat.convert(model), path / "after.onnx")
             env = {**os.environ, "PYTHONPATH": str(args.before)}
-            subprocess.run([sys.executable, "-m", "tree2mat", "convert", str(path / "model.joblib"), "-o", str(path / "before.onnx"), "--no-progress"],
-                           check=True, env=env, capture_output=True, cwd=tmp)
+            # (the API, not the CLI: an editable install's finder would import this checkout's cli)
+            before = "import joblib, tree2mat; tree2mat.save(tree2mat.convert(joblib.load('model.joblib')), 'before.onnx')"
+            subprocess.run([sys.executable, "-c", before], check=True, env=env, capture_output=True, cwd=tmp)
             forms = {k: {p.key: p.value for p in onnx_meta(path / f"{k}.onnx")}.get("tree2mat.form") for k in ("before", "after")}
             sess = {k: session(path / f"{k}.onnx", args.threads) for k in ("before", "after")}
             for k in sess:  # warm up

@@ -40,7 +40,10 @@ END = "<!-- runtime-table:end -->"
 
 
 def one_line(exc: BaseException, limit: int = 1200) -> str:
+    """The error on one line, paths of this machine (the checkout, the Python environment) cut."""
     text = " ".join(str(exc).split())
+    for where, name in ((sys.prefix, "<env>"), (str(ROOT), "<checkout>")):
+        text = text.replace(where, name)
     return text if len(text) <= limit else text[:limit] + " ..."
 
 

@@ -102,9 +102,12 @@ def cuts(depth: np.ndarray, row_bytes: int) -> list[int]:
 
 
 #: Batches of up to FLAT_ELEMENTS // T rows (at least one) walk the flat tables
-#: (:func:`_walk_flat`), larger ones the trees x rows tables (:func:`_walk_wide`). Measured
-#: (onnxruntime 1.31, 2 threads; RandomForestRegressor(100), LGBMRegressor(500, 255 leaves)):
-#: the flat walk takes half the time at one row, as long at about 128 and 32 rows.
+#: (:func:`_walk_flat`), larger ones the trees x rows tables (:func:`_walk_wide`). Measured on
+#: suite.py's seven workloads (benchmarks/flat_walk.json; onnxruntime 1.31, 2 threads): the flat
+#: walk took 0.37-0.71 of the wide walk's time at one row, about as long from 128 rows
+#: (RandomForestClassifier(100, depth 8)) to past 1 024 (most others), 1.8-2.1 times as long
+#: at 100 000 rows: below every crossing, leaving larger batches (and more cores) to the wide
+#: walk.
 FLAT_ELEMENTS = 8192
 
 
@@ -134,7 +137,7 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     ``first`` and moves to ``first + (value > threshold)``. Two walks of the same tables, an
     ``If`` on the batch's rows choosing: up to :func:`flat_rows` rows, :func:`_walk_flat` (few
     operators, nothing copied: at a few rows the operators' overhead is the time); above,
-    :func:`_walk_wide` (operators that a runtime spreads over its threads)."""
+    :func:`_walk_wide` (the faster at large batches: see FLAT_ELEMENTS)."""
     tab = node_table(ens, st)
     xa = _layout.augmented_input(g, ens, st, x, tab.blocks)
     int32 = onnx.TensorProto.INT32
