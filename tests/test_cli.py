@@ -227,7 +227,7 @@ def test_convert_json_describes_the_file_written(models, tmp_path, capsys):
     assert info["schema"] == 1 and info["path"] == str(out) and info["bytes"] == out.stat().st_size
     assert info["form"] == meta["tree2mat.form"] == "bitvector" and info["exact"] is True and info["pipeline"] is None
     assert info["opset"] == onx.opset_import[0].version == 21
-    assert info["n_features"] == 30 and info["n_trees"] == 5 and info["nodes"] == len(onx.graph.node)  # (bitvector: no subgraph)
+    assert info["n_features"] == 30 and info["n_trees"] == 5 and info["nodes"] == len(onx.graph.node)
     assert [o["name"] for o in info["outputs"]] == [o.name for o in onx.graph.output] == ["label", "probabilities"]
     assert info["inputs"] == [{"name": onx.graph.input[0].name, "shape": ["N", 30], "dtype": "float32"}]
     assert info["data_file"] is None and info["auto_reason"] is None

@@ -87,9 +87,6 @@ def test_exact_forms_route_exactly_on_every_runtime(name, form, runtime):
     ens = tree2mat.load(fitted(name))
     assert bool(kinds.get("nan")) == ens.accepts_nan and bool(kinds.get("inf")) == ens.accepts_inf
     assert {o.name for o in report.outputs} >= {"routing"}
-    # traverse walks small batches another way: both walks compared on every row
-    flat = [o for o in report.outputs if o.device.endswith("rows")]
-    assert (form == "traverse") == bool(flat) and all(o.compared == report.rows for o in flat)
 
 
 def openvino_bf16() -> bool:
@@ -157,28 +154,7 @@ def test_soft_forms_run_on_every_runtime(name, form, runtime, monkeypatch):
 def test_graphs_keep_the_contract(name, form):
     """No float64 tensor anywhere (after shape inference), no +-inf or NaN constant, every
     GatherElements with data and indices of one size on every axis but the gathered one."""
-    for branch in ("then_branch", "else_branch"):  # (traverse's If: each walk inlined in turn)
-        _keeps_the_contract(inlined(graph(name, form), branch))
-
-
-def inlined(onx: onnx.ModelProto, branch: str) -> onnx.ModelProto:
-    """``onx`` with each ``If`` replaced by its ``branch``'s nodes (shape inference sees the
-    outer graph's constants there)."""
-    out = onnx.ModelProto()
-    out.CopyFrom(onx)
-    nodes = []
-    for node in out.graph.node:
-        if node.op_type != "If":
-            nodes.append(node)
-            continue
-        sub = next(a.g for a in node.attribute if a.name == branch)
-        nodes += [*sub.node, onnx.helper.make_node("Identity", [sub.output[0].name], [node.output[0]])]
-    del out.graph.node[:]
-    out.graph.node.extend(nodes)
-    return out
-
-
-def _keeps_the_contract(onx: onnx.ModelProto) -> None:
+    onx = graph(name, form)
     inferred = onnx.shape_inference.infer_shapes(onx, strict_mode=True, data_prop=True)
     typed = list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input)
     assert not [v.name for v in typed if v.type.tensor_type.elem_type == onnx.TensorProto.DOUBLE]
@@ -188,7 +164,6 @@ def _keeps_the_contract(onx: onnx.ModelProto) -> None:
         assert a.dtype.kind != "f" or np.isfinite(a).all(), t.name
     shapes = {v.name: [d.dim_value if d.HasField("dim_value") else d.dim_param for d in v.type.tensor_type.shape.dim] for v in typed}
     shapes.update({t.name: list(t.dims) for t in onx.graph.initializer})
-    assert not any(a.type == onnx.AttributeProto.GRAPH for n in onx.graph.node for a in n.attribute)
     for node in onx.graph.node:
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.TENSOR:
@@ -197,28 +172,6 @@ def _keeps_the_contract(onx: onnx.ModelProto) -> None:
             data, index = shapes[node.input[0]], shapes[node.input[1]]
             axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
             assert len(data) == len(index) and all(a == b for k, (a, b) in enumerate(zip(data, index)) if k != axis % len(data)), (node.name, data, index)
-
-
-def test_traverse_walks_small_batches_flat_and_verify_runs_both_walks():
-    """Batches of up to tree2mat.flat_rows rows take the flat walk, larger ones the [T, N]
-    walk; a fault in the flat walk (its row width one less: rows past the first read the wrong
-    cells) shows at that many rows and not one more, and verify finds it on every row."""
-    name = "RandomForestClassifier"
-    model, onx = fitted(name), graph(name, "traverse")
-    rows = int({p.key: p.value for p in onx.metadata_props}["tree2mat.flat_rows"])
-    assert 1 < rows < 1500
-    broken = onnx.ModelProto()
-    broken.CopyFrom(onx)
-    init = next(t for t in broken.graph.initializer if t.name == "row_width")
-    init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) - 1, init.name))
-    X = _data(2, False)[0].astype(np.float32)
-    want = model.predict_proba(X)
-    for graph_, n, wrong in ((onx, rows, False), (broken, rows, True), (broken, rows + 1, False)):
-        got = GraphRunner(graph_, "cpu").run(X[:n], n)["probabilities"]
-        assert (np.abs(got - want[:n]).max() > 1e-3) == wrong, (n, wrong)
-    report = tree2mat.verify(model, broken, rows=200)
-    assert not report.passed
-    assert {o.device for o in report.outputs if o.mismatches} == {f"cpu, <={rows} rows"}
 
 
 def test_verify_on_openvino_fails_a_threshold_moved_by_one_float32_step(tmp_path):

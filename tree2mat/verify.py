@@ -110,11 +110,10 @@ class Report:
             f"atol={self.atol:.3g} rtol={self.rtol:.3g}",
         ]
         lines += [f"note: {n}" for n in self.notes]
-        wide = max([6, *(len(o.device) for o in self.outputs)])
-        lines.append(f"{'output':<14} {'device':<{wide}} {'compared':>9} {'mismatch':>9} {'max abs':>10} {'max rel':>10}")
+        lines.append(f"{'output':<14} {'device':<6} {'compared':>9} {'mismatch':>9} {'max abs':>10} {'max rel':>10}")
         for o in self.outputs:
             lines.append(
-                f"{o.name:<14} {o.device:<{wide}} {o.compared:>9} {o.mismatches:>9} "
+                f"{o.name:<14} {o.device:<6} {o.compared:>9} {o.mismatches:>9} "
                 f"{o.max_abs_error:>10.3g} {o.max_rel_error:>10.3g}"
                 + (f"  {o.problem}" if o.problem else "")
             )
@@ -679,16 +678,16 @@ def verify(
     chunk = max(1, min(65536, CHUNK_BYTES // max(per_row, 1)))
     data_rows = max(1, min(chunk, DATA_CHUNK_BYTES // (8 * n_in)))
     atol_v = default_atol(ens, meta.get("tree2mat.arithmetic", "float64")) if atol is None else atol
-    walks = _walks(onx_run, chunk)  # (traverse: a second report per output, the small batches' walk)
-    runners = [(GraphRunner(m, dev, runtime), dev + label, rows_per_run) for dev in devices for label, m, rows_per_run in walks]
+    runners = [GraphRunner(onx_run, dev, runtime) for dev in devices]
     reports: dict[tuple[str, str], OutputReport] = {}
     done = 0
     for X in read_chunks(source, data_rows):
         X = _data_rows(X, in_dtype) if data is not None else X
         expected, X_tree = _expected(model, ens, X, raw, pipeline)
         leaves_ref = evaluate.apply(ens, X_tree) if routing else None
-        for runner, dev, rows_per_run in runners:
-            got = runner.run(X, rows_per_run)
+        for runner in runners:
+            dev = runner.device
+            got = runner.run(X, chunk)
             for name, exp in expected.items():
                 if name not in got:
                     reports[dev, name] = OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph")
@@ -710,29 +709,6 @@ def verify(
             progress(done, source.fraction_read)
     return Report(model_name, onnx_name, done, kinds or {"data": done}, devices, atol_v, rtol, list(reports.values()), notes,
                   f"{runtime} {version}")
-
-
-def _walks(model: onnx.ModelProto, chunk: int) -> list[tuple[str, onnx.ModelProto, int]]:
-    """(device label suffix, graph, rows per run): ``model`` in chunks of ``chunk`` rows, and
-    where it walks small batches another way (traverse: ``tree2mat.flat_rows``, one entry per
-    tree step of a pipeline), a copy that walks every batch that way (its thresholds of rows
-    raised past any batch), in chunks it can take."""
-    meta = _metadata(model)
-    names = [n for n in meta.get("tree2mat.flat_rows_tensor", "").split(",") if n]
-    inits = {t.name for t in model.graph.initializer}
-    if not names or not all(n in inits for n in names):
-        return [("", model, chunk)]
-    try:
-        rows = [int(v) for v in meta["tree2mat.flat_rows"].split(",")]
-        most = [int(v) for v in meta["tree2mat.flat_rows_max"].split(",")]
-    except (KeyError, ValueError) as exc:
-        raise VerificationError(f"the graph's metadata tree2mat.flat_rows is broken: {exc}") from exc
-    flat = onnx.ModelProto()
-    flat.CopyFrom(model)
-    for tensor in flat.graph.initializer:
-        if tensor.name in names:
-            tensor.CopyFrom(onnx.numpy_helper.from_array(np.asarray([2**62], np.int64), tensor.name))
-    return [("", model, chunk), (f", <={min(rows)} rows", flat, max(1, min(chunk, *most)))]
 
 
 def _data_rows(X: np.ndarray, dtype: np.dtype) -> np.ndarray:

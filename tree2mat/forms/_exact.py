@@ -187,9 +187,6 @@ def build(
     exit = exit_leaf(g, ens, st, x, opts)
     m = _layout.leaf_margin(g, ens, st, exit, x, _layout.internal_dtype(ens, opts))
     metadata = {"tree2mat.leaf_tensor": exit.index, "tree2mat.exit_layout": exit.layout}
-    if exit.flat_rows is not None:
-        name, rows, most = exit.flat_rows
-        metadata.update({"tree2mat.flat_rows_tensor": name, "tree2mat.flat_rows": str(rows), "tree2mat.flat_rows_max": str(most)})
     return finish(g, ens, m, opts, f"tree2mat {name} form of {ens.source}", metadata, exit if opts.leaves else None)
 
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,32 +77,6 @@ class GraphBuilder:
         self.initializers.append(tensor)
         return tensor.name
 
-    def scalar(self, value: np.generic, hint: str) -> str:
-        """A 0-d constant (:meth:`const` gives one-element constants shape [1]), for inputs the
-        spec requires scalar (e.g. ``CumSum``'s axis)."""
-        tensor = numpy_helper.from_array(np.asarray(value).reshape(()), self.fresh(hint))
-        self.initializers.append(tensor)
-        return tensor.name
-
-    def branch(self) -> GraphBuilder:
-        """A builder for a subgraph of this graph (a branch of :meth:`if_`): nodes of its own;
-        names and constants shared, so that it reads this graph's tensors by name and its
-        constants are this graph's initializers."""
-        sub = GraphBuilder(self.opset)
-        sub.initializers, sub._used = self.initializers, self._used
-        return sub
-
-    def if_(self, cond: str, then: tuple[GraphBuilder, str], other: tuple[GraphBuilder, str], elem: int, hint: str) -> str:
-        """``If(cond)``: ``then`` and ``other`` are (a :meth:`branch`, the tensor it computes),
-        of element type ``elem``."""
-        name = self.fresh(hint)
-        then_graph, else_graph = (
-            helper.make_graph(b.nodes, f"{name}_{tag}", [], [helper.make_tensor_value_info(out, elem, None)])
-            for tag, (b, out) in (("then", then), ("else", other))
-        )
-        self.nodes.append(helper.make_node("If", [cond], [name], name=self.fresh(f"n_{name}"), then_branch=then_graph, else_branch=else_graph))
-        return name
-
     def op(self, op_type: str, inputs: Sequence[str], hint: str | None = None, out: str | None = None, **attrs: Any) -> str:
         name = out or self.fresh(hint or op_type.lower())
         self.nodes.append(
@@ -168,56 +141,6 @@ def softplus(g: GraphBuilder, m: str, hint: str, dtype: DTypeLike = np.float64) 
     neg = g.op("Neg", [g.op("Abs", [m], f"{hint}_abs")], f"{hint}_neg_abs")
     tail = g.op("Log", [g.op("Add", [g.const(dt(1), f"{hint}_one"), g.op("Exp", [neg], f"{hint}_exp")], f"{hint}_one_plus")], f"{hint}_log")
     return g.op("Add", [g.op("Max", [m, g.const(dt(0), f"{hint}_zero")], f"{hint}_pos"), tail], hint)
-
-
-def all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    """Every node of ``graph``, and of its subgraphs (an ``If``'s branches), depth first."""
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from all_nodes(attr.g)
-
-
-def reads(node: onnx.NodeProto) -> set[str]:
-    """The tensors ``node`` reads: its inputs, and those its subgraphs read from outside them."""
-    names = {i for i in node.input if i}
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            inner = {o for n in attr.g.node for o in n.output} | {t.name for t in attr.g.initializer} | {i.name for i in attr.g.input}
-            names |= {r for n in attr.g.node for r in reads(n)} - inner
-    return names
-
-
-def sort_nodes(graph: onnx.GraphProto) -> None:
-    """Put ``graph``'s nodes in an order where each comes after what it reads, counting what an
-    ``If``'s branches read (skl2onnx orders a graph by the nodes' inputs only), else as they were."""
-    nodes = list(graph.node)
-    known = {i.name for i in graph.input} | {t.name for t in graph.initializer}
-    produced = {o for n in nodes for o in n.output}
-    waiting = [{r for r in reads(n) if r in produced and r not in known} for n in nodes]
-    readers: dict[str, list[int]] = {}
-    for k, names in enumerate(waiting):
-        for r in names:
-            readers.setdefault(r, []).append(k)
-    ready = [k for k, names in enumerate(waiting) if not names]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        k = heapq.heappop(ready)
-        order.append(k)
-        for o in nodes[k].output:
-            for reader in readers.get(o, ()):
-                waiting[reader].discard(o)
-                if not waiting[reader]:
-                    heapq.heappush(ready, reader)
-    if len(order) != len(nodes) or order == sorted(order):  # (a cycle: the checker names it)
-        return
-    copies = [onnx.NodeProto() for _ in order]
-    for copy, k in zip(copies, order):
-        copy.CopyFrom(nodes[k])
-    del graph.node[:]
-    graph.node.extend(copies)
 
 
 def tensor_info(name: str, dtype: DTypeLike, shape: Sequence[int | str]) -> onnx.ValueInfoProto:

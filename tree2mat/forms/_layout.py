@@ -47,11 +47,6 @@ class Exit:
     order: np.ndarray  # int64 [T]
     slots: np.ndarray  # int64 [T, S] (-1: a position that is no leaf)
     index_dtype: np.dtype = np.dtype(np.int64)
-    #: Where the walk depends on the batch (traverse): the [1] int64 constant up to which many
-    #: rows take the small batches' walk, its value, and the most rows that walk can take
-    #: (``tree2mat.flat_rows_tensor``, ``tree2mat.flat_rows``, ``tree2mat.flat_rows_max`` in the
-    #: metadata: ``verify`` runs both walks).
-    flat_rows: tuple[str, int, int] | None = None
 
     def per_slot(self, table: np.ndarray, n_leaves: int) -> np.ndarray:
         """A [T * L, K] table of per-leaf rows (:class:`Stacked`'s layout) as [T, S, K] rows of
@@ -371,7 +366,6 @@ class NodeTests:
     swap: np.ndarray  # bool [T, I]
     blocks: tuple[str, ...]  # the augmented input's blocks, in column order
     offset: dict[str, int]  # the first column of each block
-    width: int  # the augmented input's columns
 
 
 def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeTests:
@@ -430,7 +424,7 @@ def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeT
     offset_of = {**offset, "never": offset.get(NEVER[0], 0)}
     start = np.vectorize(lambda b: offset_of.get(b, 0), otypes=[np.int64])(np.where(valid, block, blocks[0]))
     index[~valid] = 0
-    return NodeTests(start + index, threshold, swap, blocks, offset, sum(width.values()))
+    return NodeTests(start + index, threshold, swap, blocks, offset)
 
 
 def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, blocks: tuple[str, ...]) -> str:
