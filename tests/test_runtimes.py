@@ -89,6 +89,27 @@ def test_exact_forms_route_exactly_on_every_runtime(name, form, runtime):
     assert {o.name for o in report.outputs} >= {"routing"}
 
 
+@pytest.mark.parametrize("runtime", OTHERS)
+@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("name", list(MODELS))
+def test_graphs_as_shipped_give_the_library_s_outputs(name, form, runtime):
+    """verify adds the exit index as an output to check every tree's leaf: a runtime may run
+    that graph and not the one shipped (OpenVINO did, with an If: benchmarks/RESULTS.md, "Tried
+    and taken back"). The graph as written, its own outputs, against the library's."""
+    from tree2mat.verify import _expected
+
+    needs(runtime)
+    model, onx = fitted(name), graph(name, form)
+    ens = tree2mat.load(model)
+    X = synthesize(ens, 200)[0]
+    expected, _ = _expected(model, ens, X, raw=False)
+    got = GraphRunner(onx, "cpu", runtime).run(X)
+    assert {o.name for o in onx.graph.output} == set(expected)
+    for out, exp in expected.items():
+        rep = compare(out, "cpu", got[out], np.asarray(exp), X, default_atol(ens, "float32"), 1e-6, out == "label")
+        assert rep.passed, rep
+
+
 def openvino_bf16() -> bool:
     """OpenVINO's CPU plugin runs MatMul in bf16 by default here (CPUs with bf16)."""
     return "bfloat16" in (RUNTIMES["openvino"].version() or "")
