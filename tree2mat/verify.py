@@ -462,9 +462,9 @@ def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble, dtype: np.dtype) ->
         form = FORMS.get(meta.get("tree2mat.form", ""))
         if form is None or form.exit_layout is None:
             return model, None
-        order, slots = form.exit_layout(ens, dtype)
+        order, slots, index_dtype = form.exit_layout(ens, dtype)
         leaves = lambda index: leaf_ids_of(index, order, slots).T  # noqa: E731
-        elem = onnx.TensorProto.INT32 if meta.get("tree2mat.form") == "traverse" else onnx.TensorProto.INT64
+        elem = onnx.helper.np_dtype_to_tensor_dtype(index_dtype)
     out = onnx.ModelProto()
     out.CopyFrom(model)
     if leaf not in {o.name for o in out.graph.output}:

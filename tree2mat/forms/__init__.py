@@ -24,9 +24,10 @@ class FormSpec:
     bytes_per_row: Callable[[Ensemble], int]
     #: Element types its path-matching MatMul can run in (``--matmul``); exact forms only.
     matmul: tuple[str, ...] = ("float32",)
-    #: Exact forms: ``exit_layout(ens, dtype)``, the ``(order, slots)`` of the exit index of the
-    #: graph of input ``dtype`` (see :class:`_layout.Exit`), by which ``verify`` maps it to leaf ids.
-    exit_layout: Callable[[Ensemble, np.dtype], tuple[np.ndarray, np.ndarray]] | None = None
+    #: Exact forms: ``exit_layout(ens, dtype)``, the ``(order, slots, index_dtype)`` of the exit
+    #: index of the graph of input ``dtype`` (see :class:`_layout.Exit`), by which ``verify``
+    #: reads it and maps it to leaf ids.
+    exit_layout: Callable[[Ensemble, np.dtype], tuple[np.ndarray, np.ndarray, np.dtype]] | None = None
 
 
 FORMS: dict[str, FormSpec] = {

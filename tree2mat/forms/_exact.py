@@ -168,12 +168,12 @@ def exit_by_scores(
     return _layout.Exit(index, *exit_layout(ens))
 
 
-def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The matrix forms' exit (see :class:`_layout.Exit`): leaf ids, the trees in their size
-    groups' order (:func:`padded_groups`); the same for every input ``dtype``."""
+def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarray, np.ndarray, np.dtype]:
+    """The matrix forms' exit (see :class:`_layout.Exit`): leaf ids (int64, ArgMax's), the trees
+    in their size groups' order (:func:`padded_groups`); the same for every input ``dtype``."""
     T, _, L = _layout.padded_sizes(ens)
     order = np.concatenate([trees for trees, *_ in padded_groups(ens)]).astype(np.int64)
-    return order, np.broadcast_to(np.arange(L, dtype=np.int64), (T, L))
+    return order, np.broadcast_to(np.arange(L, dtype=np.int64), (T, L)), np.dtype(np.int64)
 
 
 def build(

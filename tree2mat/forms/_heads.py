@@ -57,16 +57,24 @@ def _const(g: GraphBuilder, m: Margin, value: float, hint: str) -> str:
     return g.const(m.dtype.type(value), hint)
 
 
-def _constant_digits(ens: Ensemble, m: Margin, value: float, strict: bool) -> tuple[list[np.ndarray] | None, bool]:
-    """A margin constant for an exact comparison on the digits (see :func:`_digits.on_grid`):
-    its normalized digits (None for 0) and whether the comparison becomes strict. Times the
-    trees for an averaged ensemble (whose digits are of the sum); clamped to the span the digits
-    hold (beyond it, a comparison with any margin is decided anyway)."""
+def _in_sum(ens: Ensemble, m: Margin, value: float) -> float:
+    """A margin constant as the digits hold it: times the trees for an averaged ensemble (whose
+    digits are of the sum), clamped to the span the digits hold (beyond it, a comparison with any
+    margin is decided anyway; the span is on every grid, so clamping and rounding to a grid
+    commute)."""
     assert m.plan is not None
     if ens.aggregation is Aggregation.MEAN:
         value = value * float(ens.trees_per_output()[0])
     span = 2.0 ** (m.plan.exponents[0] + _digits.TOP_BITS + 1)
-    value, strict = _digits.on_grid(min(max(value, -span), span), m.plan, strict)
+    return min(max(value, -span), span)
+
+
+def _constant_digits(ens: Ensemble, m: Margin, value: float, strict: bool) -> tuple[list[np.ndarray] | None, bool]:
+    """A margin constant for an exact comparison on the digits (see :func:`_digits.on_grid`):
+    its normalized digits (None for 0, see :func:`_in_sum`) and whether the comparison becomes
+    strict."""
+    assert m.plan is not None
+    value, strict = _digits.on_grid(_in_sum(ens, m, value), m.plan, strict)
     return (None if value == 0 else _digits.normalized(np.asarray([value]), m.plan)), strict
 
 
@@ -147,14 +155,12 @@ def _argmax(g: GraphBuilder, ens: Ensemble, m: Margin, width: int, hint: str) ->
 
 
 def _representative(ens: Ensemble, m: Margin, value: float, up: bool) -> list[np.ndarray]:
-    """The normalized digits of ``value`` rounded to the last grid, down or ``up``."""
+    """The normalized digits of ``value`` (see :func:`_in_sum`) rounded to the last grid, down
+    or ``up``."""
     assert m.plan is not None
-    if ens.aggregation is Aggregation.MEAN:
-        value = value * float(ens.trees_per_output()[0])
-    e = m.plan.exponents[-1]
-    span = 2.0 ** (m.plan.exponents[0] + _digits.TOP_BITS + 1)
+    value, e = _in_sum(ens, m, value), m.plan.exponents[-1]
     grid = np.ldexp(np.ceil(np.ldexp(value, -e)) if up else np.floor(np.ldexp(value, -e)), e)
-    return _digits.normalized(np.asarray([min(max(float(grid), -span), span)]), m.plan)
+    return _digits.normalized(np.asarray([float(grid)]), m.plan)
 
 
 def _positive(g: GraphBuilder, link: Link, m: Margin) -> str:
@@ -262,7 +268,7 @@ def _outlier(g: GraphBuilder, ens: Ensemble, m: Margin, opts: GraphOptions) -> l
             limit = float(np.finfo(np.float64).max)
             at_least = _above(g, ens, m, float(np.clip(cutoff * params.denominator, -limit, limit)), False, "not_outlier")
             outlier = g.op("Not", [at_least], "is_outlier_2d")
-        if not (m.digits is not None and m.flat):
+        if not m.flat:  # (flat: digit sums of one output, [N] already)
             outlier = g.op("Squeeze", [outlier, g.const(np.asarray([1], np.int64), "squeeze_axis")], "is_outlier")
     power = g.op("Pow", [_const(g, m, 2, "two"), g.op("Neg", [ratio], "neg_ratio")], "power")
     samples = g.op("Neg", [power], "score_samples_all")

@@ -57,6 +57,13 @@ class Exit:
         return out
 
     @property
+    def position(self) -> np.ndarray:
+        """int64 [T]: each ensemble tree's row of ``index`` (the inverse of ``order``)."""
+        position = np.empty_like(self.order)
+        position[self.order] = np.arange(self.order.size)
+        return position
+
+    @property
     def layout(self) -> str:
         """:data:`EXIT_LEAVES` where the index is the leaf ids, trees in order; else :data:`EXIT_MAPPED`."""
         T, S = self.slots.shape
@@ -68,9 +75,7 @@ class Exit:
         if self.layout == EXIT_LEAVES:
             return self.index if name is None else g.op("Identity", [self.index], out=name)
         leaf = g.op("GatherElements", [g.const(self.slots, "node_leaf"), self.index], "leaf_sorted", axis=1)
-        position = np.empty_like(self.order)
-        position[self.order] = np.arange(self.order.size)
-        return g.op("Gather", [leaf, g.const(position, "tree_position")], "leaf_ids", out=name, axis=0)
+        return g.op("Gather", [leaf, g.const(self.position, "tree_position")], "leaf_ids", out=name, axis=0)
 
 
 def leaf_ids_of(index: np.ndarray, order: np.ndarray, slots: np.ndarray) -> np.ndarray:
@@ -628,13 +633,11 @@ def _tree_values(g: GraphBuilder, ens: Ensemble, st: Stacked, exit: Exit, table:
     K = table.shape[1]
     T = st.n_trees
     slotted = exit.per_slot(table, st.n_leaves)  # [T, S, K]
-    position = np.empty_like(exit.order)
-    position[exit.order] = np.arange(T)
 
     def in_order(vals: str) -> str:
         if np.array_equal(exit.order, np.arange(T)):
             return vals
-        return g.op("Gather", [vals, g.const(position, f"{hint}_tree_position")], f"{hint}_in_order", axis=0)
+        return g.op("Gather", [vals, g.const(exit.position, f"{hint}_tree_position")], f"{hint}_in_order", axis=0)
 
     if one_class_per_tree(ens):
         # One tree per class and round (boosted multiclass): each tree's own class value only,

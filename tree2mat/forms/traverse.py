@@ -100,6 +100,10 @@ def cuts(depth: np.ndarray, row_bytes: int) -> list[int]:
     return chosen
 
 
+#: The walk's exit index: the node reached (int32, as the node tables).
+INDEX_DTYPE = np.dtype(np.int32)
+
+
 def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit:
     """Rows walk every tree level by level, all trees at once (the exit: the node reached, trees
     deepest first, see :class:`_layout.Exit`). Each step is three
@@ -145,15 +149,15 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
         cur = g.op("Concat", [cur, *reversed(done)], "exit_node_sorted", axis=0)
     # The exit is the node reached, trees deepest first: leaf values are gathered from per-node
     # tables in that order (no reordering).
-    return _layout.Exit(cur, tab.order, tab.leaf, np.dtype(np.int32))
+    return _layout.Exit(cur, tab.order, tab.leaf, INDEX_DTYPE)
 
 
-def exit_layout(ens: Ensemble, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+def exit_layout(ens: Ensemble, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.dtype]:
     """The walk's exit for a graph of input ``dtype`` (which nodes swap children depends on the
     thresholds in the compare dtype; see :class:`_layout.Exit`): the node reached, trees deepest
     first; -1 where a node is no leaf (a row there has not finished: a broken graph)."""
     tab = node_table(ens, _layout.stack(ens, np.dtype(dtype)))
-    return tab.order, tab.leaf
+    return tab.order, tab.leaf, INDEX_DTYPE
 
 
 def _rows(g: GraphBuilder, x: str, start: int, stop: int, hint: str) -> str:
