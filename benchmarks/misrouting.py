@@ -433,9 +433,9 @@ def _tree2mat_counts(model: Any, onx: onnx.ModelProto, parts: dict[str, np.ndarr
         counts = wrong_rows({k: (v if k == "label" else np.asarray(v, np.float64)) for k, v in got.items()}, refs[kind])
         result["per_kind"][kind] = {
             "rows": int(X.shape[0]), **_strip(counts),
-            "routing_mismatch": routing[0].mismatches if routing else None,
+            "routing_mismatch": max(o.mismatches for o in routing) if routing else None,
             "verify_passed": report.passed,
-            "verify_mismatches": {o.name: o.mismatches for o in report.outputs},
+            "verify_mismatches": {o.title: o.mismatches for o in report.outputs},
         }
     return result
 

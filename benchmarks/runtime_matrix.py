@@ -59,6 +59,7 @@ def short(error: str) -> str:
     text = re.sub(r"^.*?(cannot load|cannot compile|failed to run) the graph: (\w+Error: )*", "", error)
     text = re.sub(r"Error invoking IREE compiler tool iree-compile Error code: 1 Diagnostics: <stdin>:\d+:\d+: error: ", "", text)
     text = text.split(" Stack backtrace")[0].split(" Invoked with")[0].split("Caused by: ")[-1]
+    text = re.sub(r'func\.func @"[0-9a-f]{16,}"', 'func.func @"<random>"', text)  # (IREE names the function at random)
     return text[:110] + (" ..." if len(text) > 110 else "")
 
 
@@ -69,7 +70,7 @@ def run_tree2mat(model, onx, runtime: str, rows: int) -> dict:
         return {"passed": False, "error": one_line(exc)}
     return {
         "passed": report.passed, "rows": report.rows,
-        "failed": {o.name: o.mismatches or o.problem for o in report.outputs if not o.passed},
+        "failed": {o.title: o.mismatches or o.problem for o in report.outputs if not o.passed},
     }
 
 

@@ -117,6 +117,7 @@ CONVERT_SCHEMA = 1
 def written(onx: Any, output: Path, size: int) -> dict[str, Any]:
     """What ``convert`` wrote, as ``--json`` prints it (documented in the README)."""
     from tree2mat.convert import external_data_file
+    from tree2mat.forms._graph import all_nodes
 
     meta = {p.key: p.value for p in onx.metadata_props}
     data = external_data_file(output)
@@ -137,7 +138,7 @@ def written(onx: Any, output: Path, size: int) -> dict[str, Any]:
         "n_trees": int(meta["tree2mat.n_trees"]),
         "n_features": int(meta["tree2mat.n_features"]),
         "opset": next(i.version for i in onx.opset_import if i.domain in ("", "ai.onnx")),
-        "nodes": len(onx.graph.node),
+        "nodes": sum(1 for _ in all_nodes(onx.graph)),
         "inputs": [_io(i) for i in onx.graph.input],
         "outputs": [_io(o) for o in onx.graph.output],
     }

@@ -8,6 +8,7 @@ import onnxruntime as ort
 import pytest
 
 import tree2mat
+from tree2mat.forms._graph import all_nodes
 from tree2mat.verify import DEFAULT_RTOL, compare, default_atol
 
 #: Every exact graph variant: each exact form, with each element type of its path MatMul.
@@ -33,10 +34,10 @@ def assert_standard_graph(model: onnx.ModelProto) -> None:
     """Every emitted graph: full checker, standard domain only, no ai.onnx.ml, no unused
     initializer (onnxruntime warns about each)."""
     onnx.checker.check_model(model, full_check=True)
-    used = {i for n in model.graph.node for i in n.input}
+    used = {i for n in all_nodes(model.graph) for i in n.input}
     unused = [t.name for t in model.graph.initializer if t.name not in used]
     assert not unused, f"unused initializers: {unused}"
-    assert {n.domain for n in model.graph.node} <= {"", "ai.onnx"}
+    assert {n.domain for n in all_nodes(model.graph)} <= {"", "ai.onnx"}
     assert all(o.domain in ("", "ai.onnx") for o in model.opset_import)
 
 

@@ -87,6 +87,9 @@ def test_exact_forms_route_exactly_on_every_runtime(name, form, runtime):
     ens = tree2mat.load(fitted(name))
     assert bool(kinds.get("nan")) == ens.accepts_nan and bool(kinds.get("inf")) == ens.accepts_inf
     assert {o.name for o in report.outputs} >= {"routing"}
+    # traverse walks small batches another way: both walks compared on every row
+    flat = [o for o in report.outputs if o.walk.startswith("<=")]
+    assert (form == "traverse") == bool(flat) and all(o.compared == report.rows for o in flat)
 
 
 @pytest.mark.parametrize("runtime", OTHERS)
@@ -94,8 +97,9 @@ def test_exact_forms_route_exactly_on_every_runtime(name, form, runtime):
 @pytest.mark.parametrize("name", list(MODELS))
 def test_graphs_as_shipped_give_the_library_s_outputs(name, form, runtime):
     """verify adds the exit index as an output to check every tree's leaf: a runtime may run
-    that graph and not the one shipped (OpenVINO did, with an If: benchmarks/RESULTS.md, "Tried
-    and taken back"). The graph as written, its own outputs, against the library's."""
+    that graph and not the one shipped (OpenVINO did, with an If whose output the graph read on:
+    benchmarks/RESULTS.md, "The small batches' walk"). The graph as written, its own outputs,
+    against the library's, in batches that take each walk."""
     from tree2mat.verify import _expected
 
     needs(runtime)
@@ -103,11 +107,25 @@ def test_graphs_as_shipped_give_the_library_s_outputs(name, form, runtime):
     ens = tree2mat.load(model)
     X = synthesize(ens, 200)[0]
     expected, _ = _expected(model, ens, X, raw=False)
-    got = GraphRunner(onx, "cpu", runtime).run(X)
     assert {o.name for o in onx.graph.output} == set(expected)
-    for out, exp in expected.items():
-        rep = compare(out, "cpu", got[out], np.asarray(exp), X, default_atol(ens, "float32"), 1e-6, out == "label")
-        assert rep.passed, rep
+    # (traverse: batches of all the rows walk wide, batches of walk_rows flat)
+    small = int({p.key: p.value for p in onx.metadata_props}.get("tree2mat.walk_rows", 0))
+    assert (form == "traverse") == (0 < small < X.shape[0])
+    runner = GraphRunner(onx, "cpu", runtime)
+    # every row in one batch; rows spread over every kind in batches of walk_rows (2 of them:
+    # a Node.js runtime starts a process a batch, onnxruntime-web in 2 s) and one at a time (4)
+    for batch, picked in ((X.shape[0], np.arange(X.shape[0])), (small, _spread(X.shape[0], 2 * small)), (1, _spread(X.shape[0], 4))):
+        if not batch:
+            continue
+        got = runner.run(X[picked], batch)
+        for out, exp in expected.items():
+            rep = compare(out, "cpu", got[out], np.asarray(exp)[picked], X[picked], default_atol(ens, "float32"), 1e-6, out == "label")
+            assert rep.passed, (batch, rep)
+
+
+def _spread(n: int, k: int) -> np.ndarray:
+    """``k`` row numbers spread evenly over ``n`` rows (the synthesized kinds come in blocks)."""
+    return np.unique(np.linspace(0, n - 1, min(n, k)).astype(np.int64))
 
 
 def openvino_bf16() -> bool:
@@ -176,6 +194,32 @@ def test_graphs_keep_the_contract(name, form):
     """No float64 tensor anywhere (after shape inference), no +-inf or NaN constant, every
     GatherElements with data and indices of one size on every axis but the gathered one."""
     onx = graph(name, form)
+    walks = [n for n in onx.graph.node if n.op_type == "If"]
+    assert len(walks) == (form == "traverse")  # (the If of traverse's two walks: each inlined in turn)
+    for branch in ("then_branch", "else_branch") if walks else ():
+        _keeps_the_contract(inlined(onx, branch))
+    if not walks:
+        _keeps_the_contract(onx)
+
+
+def inlined(onx: onnx.ModelProto, branch: str) -> onnx.ModelProto:
+    """``onx`` with each ``If`` replaced by its ``branch``'s nodes and constants."""
+    out = onnx.ModelProto()
+    out.CopyFrom(onx)
+    nodes = []
+    for node in out.graph.node:
+        if node.op_type != "If":
+            nodes.append(node)
+            continue
+        sub = next(a.g for a in node.attribute if a.name == branch)
+        out.graph.initializer.extend(sub.initializer)
+        nodes += [*sub.node, *(onnx.helper.make_node("Identity", [o.name], [name]) for o, name in zip(sub.output, node.output))]
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    return out
+
+
+def _keeps_the_contract(onx: onnx.ModelProto) -> None:
     inferred = onnx.shape_inference.infer_shapes(onx, strict_mode=True, data_prop=True)
     typed = list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input)
     assert not [v.name for v in typed if v.type.tensor_type.elem_type == onnx.TensorProto.DOUBLE]
@@ -185,6 +229,7 @@ def test_graphs_keep_the_contract(name, form):
         assert a.dtype.kind != "f" or np.isfinite(a).all(), t.name
     shapes = {v.name: [d.dim_value if d.HasField("dim_value") else d.dim_param for d in v.type.tensor_type.shape.dim] for v in typed}
     shapes.update({t.name: list(t.dims) for t in onx.graph.initializer})
+    assert not any(a.type == onnx.AttributeProto.GRAPH for n in onx.graph.node for a in n.attribute)
     for node in onx.graph.node:
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.TENSOR:
@@ -193,6 +238,38 @@ def test_graphs_keep_the_contract(name, form):
             data, index = shapes[node.input[0]], shapes[node.input[1]]
             axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
             assert len(data) == len(index) and all(a == b for k, (a, b) in enumerate(zip(data, index)) if k != axis % len(data)), (node.name, data, index)
+
+
+def test_traverse_walks_small_batches_flat_and_verify_runs_both_walks():
+    """Batches of up to tree2mat.walk_rows rows take the flat walk, larger ones the [T, N]
+    walk; a fault in the flat walk (its row width one less: rows past the first read the wrong
+    cells) shows at that many rows and not one more, and verify finds it on every row."""
+    name = "RandomForestClassifier"
+    model, onx = fitted(name), graph(name, "traverse")
+    rows = int({p.key: p.value for p in onx.metadata_props}["tree2mat.walk_rows"])
+    assert 1 < rows < 1500
+    broken = onnx.ModelProto()
+    broken.CopyFrom(onx)
+    (walks,) = [n for n in broken.graph.node if n.op_type == "If"]
+    flat = next(a.g for a in walks.attribute if a.name == "then_branch")
+    init = next(t for t in flat.initializer if t.name == "row_width")
+    init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) - 1, init.name))
+    X = _data(2, False)[0].astype(np.float32)
+    want = model.predict_proba(X)
+    for graph_, n, wrong in ((onx, rows, False), (broken, rows, True), (broken, rows + 1, False)):
+        got = GraphRunner(graph_, "cpu").run(X[:n], n)["probabilities"]
+        assert (np.abs(got - want[:n]).max() > 1e-3) == wrong, (n, wrong)
+    report = tree2mat.verify(model, broken, rows=200)
+    assert not report.passed
+    assert {o.where for o in report.outputs if o.mismatches} == {f"cpu, <={rows} rows"}
+    assert {(o.device, o.walk) for o in report.outputs} == {("cpu", f"<={rows} rows"), ("cpu", f">{rows} rows")}
+    # a graph whose metadata no longer says how to force the walks: checked as it is, and said so
+    stale = onnx.ModelProto()
+    stale.CopyFrom(onx)
+    next(p for p in stale.metadata_props if p.key == "tree2mat.walk_rows").value = str(rows + 1)
+    report = tree2mat.verify(model, stale, rows=50)
+    assert report.passed and all(o.walk == "" for o in report.outputs)
+    assert [n for n in report.notes if n.startswith(f"the graph's two walks could not be forced ('flat_rows' is not [{rows + 1}])")]
 
 
 def test_verify_on_openvino_fails_a_threshold_moved_by_one_float32_step(tmp_path):

@@ -50,7 +50,7 @@ def test_report_json_and_missing_output():
     onx = tree2mat.convert(model)
     report = tree2mat.verify(model, onx, rows=20)
     doc = json.loads(report.to_json())
-    assert doc["passed"] and doc["rows"] == report.rows and doc["schema"] == 1
+    assert doc["passed"] and doc["rows"] == report.rows and doc["schema"] == 2
     broken = onnx.ModelProto()
     broken.CopyFrom(onx)
     broken.graph.output[0].name = "something_else"
@@ -112,7 +112,8 @@ def test_a_graph_with_nan_outputs_or_wrong_shapes_fails_loudly(tmp_path, capsys)
         report = tree2mat.verify(model, broken, rows=30)
         assert not report.passed, name
         bad = [o for o in report.outputs if not o.passed]
-        assert [o.name for o in bad] == (["label"] if name == "label_rows" else ["probabilities"]), name
+        # (traverse: both walks, see test_runtimes.py, report each output)
+        assert [o.name for o in bad] == 2 * (["label"] if name == "label_rows" else ["probabilities"]), name
         if name == "nan":
             assert bad[0].mismatches == bad[0].compared > 0 and bad[0].max_abs_error == float("inf")
         else:
@@ -122,7 +123,7 @@ def test_a_graph_with_nan_outputs_or_wrong_shapes_fails_loudly(tmp_path, capsys)
         out = capsys.readouterr().out
         assert out.rstrip().endswith("FAIL")
         doc = json.loads((tmp_path / f"{name}.json").read_text())
-        assert doc["passed"] is False and doc["schema"] == 1
+        assert doc["passed"] is False and doc["schema"] == 2
 
 
 def test_the_report_fields_are_the_documented_ones():
@@ -131,7 +132,7 @@ def test_the_report_fields_are_the_documented_ones():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = text[text.index("- The JSON report (`--json`), **schema 1**"):]
+    section = text[text.index("- The JSON report (`--json`), **schema 2**"):]
     section = section[: section.index("\n- ", 10)]
     documented = set(re.findall(r"`([a-z_]+)`(?=[:,;.]| \(| per)", section))
     model = RandomForestRegressor(n_estimators=2, random_state=0).fit(XD, YD)
@@ -141,4 +142,4 @@ def test_the_report_fields_are_the_documented_ones():
     assert not doc["passed"] and doc["outputs"][0]["first_mismatches"]
     fields = set(doc) | set(doc["outputs"][0]) | set(doc["outputs"][0]["first_mismatches"][0])
     assert fields <= documented, fields - documented
-    assert doc["schema"] == 1 and tree2mat.verify(model, onx, rows=20).passed
+    assert doc["schema"] == 2 and tree2mat.verify(model, onx, rows=20).passed

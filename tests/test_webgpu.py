@@ -42,7 +42,7 @@ def test_every_model_routes_exactly_on_webgpu(name):
     for form in EXACT:
         try:
             report = tree2mat.verify(fitted(name), graph(name, form), runtime="webgpu", rows=100)
-            outcome[form] = {"passed": report.passed, "failed": {o.name: o.mismatches or o.problem for o in report.outputs if not o.passed}}
+            outcome[form] = {"passed": report.passed, "failed": {o.title: o.mismatches or o.problem for o in report.outputs if not o.passed}}
         except tree2mat.Tree2MatError as exc:
             outcome[form] = {"passed": False, "error": str(exc)[:300]}
     done = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}

@@ -172,6 +172,10 @@ def _convert_pipeline(
         **{key: value for step in steps for key, value in step.items() if key in ("tree2mat.auto", "tree2mat.matmul", "tree2mat.temperature")},
         # verify checks the routing of the last step (it has scikit-learn's rows for it)
         **({key: steps[-1][key] for key in ("tree2mat.leaf_tensor", "tree2mat.exit_layout") if key in steps[-1]} if len(steps) == 1 else {}),
+        # verify runs the steps' small batches' walks (traverse) on every row too
+        **{key: ",".join(step[key] for step in steps if "tree2mat.walk_rows_tensor" in step)
+           for key in ("tree2mat.walk_rows_tensor", "tree2mat.walk_rows", "tree2mat.walk_rows_max")
+           if any("tree2mat.walk_rows_tensor" in step for step in steps)},
         # verify's tolerance: the tree steps' arithmetic (float32 if any step computes in it)
         "tree2mat.arithmetic": min((step.get("tree2mat.arithmetic", "float64") for step in steps), key=lambda a: a != "float32"),
     })

@@ -37,6 +37,7 @@ import onnx
 
 from tree2mat.errors import OptionError, Tree2MatError, UnsupportedModelError
 from tree2mat.forms import AUTO, DEFAULT_FORM, DEFAULT_OPSET, MIN_OPSET, check_form
+from tree2mat.forms._graph import all_nodes, sort_nodes
 
 EXTRA = "pip install 'tree2mat[pipelines]'"
 
@@ -215,17 +216,29 @@ def _converter(scope: Any, operator: Any, container: Any) -> None:
         tensor.CopyFrom(init)
         tensor.name = rename(init.name)
         container.initializers.append(tensor)
-    for node in graph.graph.node:
+    def renamed(node: onnx.NodeProto) -> onnx.NodeProto:
         new = onnx.NodeProto()
         new.CopyFrom(node)
         del new.input[:], new.output[:]
         new.input.extend(rename(i) for i in node.input)
         new.output.extend(rename(o) for o in node.output)
         new.name = scope.get_unique_operator_name(f"t2m_{node.op_type}")
-        container.nodes.append(new)
-    leaf = operator.tree2mat_meta.get("tree2mat.leaf_tensor")
-    if leaf in names:  # where the step's leaf ids are in the whole graph (verify checks routing there)
-        operator.tree2mat_meta["tree2mat.leaf_tensor"] = names[leaf]
+        for attr in new.attribute:  # an If's branches read the step's tensors by name
+            if attr.type == onnx.AttributeProto.GRAPH:
+                nodes = [renamed(n) for n in attr.g.node]
+                del attr.g.node[:]
+                attr.g.node.extend(nodes)
+                for tensor in (*attr.g.output, *attr.g.initializer):
+                    tensor.name = rename(tensor.name)
+        return new
+
+    for node in graph.graph.node:
+        container.nodes.append(renamed(node))
+    for key in ("tree2mat.leaf_tensor", "tree2mat.walk_rows_tensor"):
+        # where the step's tensors are in the whole graph (verify checks routing there, and
+        # runs both of traverse's walks)
+        if operator.tree2mat_meta.get(key) in names:
+            operator.tree2mat_meta[key] = names[operator.tree2mat_meta[key]]
     for var in operator.outputs:
         if var.raw_name in operator.tree2mat_to_float:
             container.add_node("Cast", [rename(var.raw_name)], [var.full_name], to=onnx.TensorProto.FLOAT,
@@ -389,6 +402,7 @@ def convert_pipeline(
             _built = None
     if not built:
         raise UnsupportedModelError(f"{describe(pipeline)} has no tree step that tree2mat converts; skl2onnx alone converts it")
+    sort_nodes(onx.graph)
     if by_name:
         onx = _one_matrix_input(onx, kind is DoubleTensorType, n)
     return onx, built
@@ -451,7 +465,7 @@ def _one_matrix_input(onx: onnx.ModelProto, double: bool, n: int) -> onnx.ModelP
     """Replace the per-column inputs (skl2onnx's way to select columns by name) by one matrix
     ``X`` [N, n] (``X_1``... if a column is called X) split into them, in the column order the pipeline was fitted with."""
     columns = [i.name for i in onx.graph.input]
-    taken = set(columns) | {v for node in onx.graph.node for v in (*node.input, *node.output)} | {t.name for t in onx.graph.initializer}
+    taken = set(columns) | {v for node in all_nodes(onx.graph) for v in (*node.input, *node.output)} | {t.name for t in onx.graph.initializer}
 
     def free(base: str) -> str:
         return next(c for c in (base, *(f"{base}_{i}" for i in range(1, len(taken) + 2))) if c not in taken)

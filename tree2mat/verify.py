@@ -14,10 +14,11 @@ Without data, rows are synthesized (see :func:`synthesize`).
 
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from tree2mat.ir.core import CategoryCodes, Ensemble, Tree
 from tree2mat.ir.thresholds import compare_dtype, float32_neighbours, graph_thresholds
 from tree2mat.runtimes import RUNTIMES
 
-REPORT_SCHEMA = 1
+REPORT_SCHEMA = 2
 DEVICES = ("cpu", "cuda", "all")
 DEFAULT_RTOL = 1e-6
 #: Memory allowed for one chunk of rows in onnxruntime.
@@ -69,10 +70,23 @@ class OutputReport:
     max_rel_error: float
     first_mismatches: list[Mismatch] = field(default_factory=list)
     problem: str = ""  # structural problem (missing output, wrong shape), if any
+    #: Which of the graph's walks ran (traverse: ``>N rows`` or ``<=N rows``, see :func:`walks`),
+    #: or empty: a graph with one.
+    walk: str = ""
 
     @property
     def passed(self) -> bool:
         return self.mismatches == 0 and not self.problem
+
+    @property
+    def title(self) -> str:
+        """The output's name, and the walk if there is a choice."""
+        return f"{self.name} ({self.walk})" if self.walk else self.name
+
+    @property
+    def where(self) -> str:
+        """The device, and the walk if there is a choice."""
+        return f"{self.device}, {self.walk}" if self.walk else self.device
 
 
 @dataclass(frozen=True)
@@ -110,10 +124,11 @@ class Report:
             f"atol={self.atol:.3g} rtol={self.rtol:.3g}",
         ]
         lines += [f"note: {n}" for n in self.notes]
-        lines.append(f"{'output':<14} {'device':<6} {'compared':>9} {'mismatch':>9} {'max abs':>10} {'max rel':>10}")
+        wide = max([6, *(len(o.where) for o in self.outputs)])
+        lines.append(f"{'output':<14} {'device':<{wide}} {'compared':>9} {'mismatch':>9} {'max abs':>10} {'max rel':>10}")
         for o in self.outputs:
             lines.append(
-                f"{o.name:<14} {o.device:<6} {o.compared:>9} {o.mismatches:>9} "
+                f"{o.name:<14} {o.where:<{wide}} {o.compared:>9} {o.mismatches:>9} "
                 f"{o.max_abs_error:>10.3g} {o.max_rel_error:>10.3g}"
                 + (f"  {o.problem}" if o.problem else "")
             )
@@ -498,7 +513,7 @@ def merge(a: OutputReport | None, b: OutputReport, max_report: int = 5) -> Outpu
     return OutputReport(
         a.name, a.device, a.compared + b.compared, a.mismatches + b.mismatches,
         max(a.max_abs_error, b.max_abs_error), max(a.max_rel_error, b.max_rel_error),
-        (a.first_mismatches + b.first_mismatches)[:max_report],
+        (a.first_mismatches + b.first_mismatches)[:max_report], walk=a.walk,
     )
 
 
@@ -678,37 +693,87 @@ def verify(
     chunk = max(1, min(65536, CHUNK_BYTES // max(per_row, 1)))
     data_rows = max(1, min(chunk, DATA_CHUNK_BYTES // (8 * n_in)))
     atol_v = default_atol(ens, meta.get("tree2mat.arithmetic", "float64")) if atol is None else atol
-    runners = [GraphRunner(onx_run, dev, runtime) for dev in devices]
-    reports: dict[tuple[str, str], OutputReport] = {}
+    # (a graph that walks small batches another way: every row both ways, one report line each)
+    graphs, walk_note = walks(onx_run, chunk)
+    if walk_note:
+        notes.append(walk_note)
+    runners = [(GraphRunner(m, dev, runtime), dev, walk, rows) for dev in devices for walk, m, rows in graphs]
+    reports: dict[tuple[str, str, str], OutputReport] = {}
     done = 0
     for X in read_chunks(source, data_rows):
         X = _data_rows(X, in_dtype) if data is not None else X
         expected, X_tree = _expected(model, ens, X, raw, pipeline)
         leaves_ref = evaluate.apply(ens, X_tree) if routing else None
-        for runner in runners:
-            dev = runner.device
-            got = runner.run(X, chunk)
+        for runner, dev, walk, rows_per_run in runners:
+            got = runner.run(X, rows_per_run)
+            add = functools.partial(_add, reports, walk, max_report)
             for name, exp in expected.items():
                 if name not in got:
-                    reports[dev, name] = OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph")
+                    add(OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph"))
                     continue
-                rep = compare(name, dev, got[name], np.asarray(exp), X, atol_v, rtol, name == "label", max_report, done)
-                reports[dev, name] = merge(reports.get((dev, name)), rep, max_report)
+                add(compare(name, dev, got[name], np.asarray(exp), X, atol_v, rtol, name == "label", max_report, done))
             if leaves_ref is not None and leaf_ids is not None:
                 try:
                     got_leaves = leaf_ids(got[leaf_name])
                 except ValueError as exc:  # an index of the wrong shape: a broken graph
                     raise VerificationError(f"the graph's leaf ids: {exc}") from exc
-                rep = compare("routing", dev, got_leaves, leaves_ref, X, 0, 0, True, max_report, done)
-                reports[dev, "routing"] = merge(reports.get((dev, "routing")), rep, max_report)
+                add(compare("routing", dev, got_leaves, leaves_ref, X, 0, 0, True, max_report, done))
             if leaves_ref is not None and "leaves" in got:  # a --leaves graph's own output
-                rep = compare("leaves", dev, got["leaves"], leaves_ref, X, 0, 0, True, max_report, done)
-                reports[dev, "leaves"] = merge(reports.get((dev, "leaves")), rep, max_report)
+                add(compare("leaves", dev, got["leaves"], leaves_ref, X, 0, 0, True, max_report, done))
         done += X.shape[0]
         if progress is not None:
             progress(done, source.fraction_read)
     return Report(model_name, onnx_name, done, kinds or {"data": done}, devices, atol_v, rtol, list(reports.values()), notes,
                   f"{runtime} {version}")
+
+
+def _add(reports: dict[tuple[str, str, str], OutputReport], walk: str, max_report: int, rep: OutputReport) -> None:
+    """``rep``, of the graph's ``walk``, merged into ``reports``."""
+    key = (rep.device, walk, rep.name)
+    reports[key] = merge(reports.get(key), replace(rep, walk=walk), max_report)
+
+
+def walks(model: onnx.ModelProto, chunk: int) -> tuple[list[tuple[str, onnx.ModelProto, int]], str | None]:
+    """(walk, graph, rows per run): ``model`` run in chunks of ``chunk`` rows (walk "");
+    where it walks small batches another way (traverse's ``If``, see
+    :class:`tree2mat.forms._layout.Walks`; ``tree2mat.walk_rows*`` in the metadata, one entry
+    per tree step of a pipeline), two copies instead, each walking every batch one way (the
+    constants the ``If`` compares the rows with set past any batch, or below): every row
+    checked both ways. And a note where the walks cannot be forced (a graph rewritten since
+    tree2mat wrote it): then ``model`` as it is, each row through the walk its chunk takes."""
+    meta = _metadata(model)
+    names = [n for n in meta.get("tree2mat.walk_rows_tensor", "").split(",") if n]
+    if not names:
+        return [("", model, chunk)], None
+    inits = {t.name: t for t in model.graph.initializer}
+    try:
+        rows = [int(v) for v in meta["tree2mat.walk_rows"].split(",")]
+        most = [int(v) for v in meta["tree2mat.walk_rows_max"].split(",")]
+        if len(rows) != len(names) or len(most) != len(names):
+            raise ValueError("not one value per walk")
+        for name, value in zip(names, rows):
+            if name not in inits:
+                raise ValueError(f"no initializer {name!r}")
+            if onnx.numpy_helper.to_array(inits[name]).tolist() != [value]:
+                raise ValueError(f"{name!r} is not [{value}]")
+    except (KeyError, ValueError) as exc:
+        note = (f"the graph's two walks could not be forced ({exc}): each row was checked through the walk its batch of "
+                f"{chunk} rows takes")
+        return [("", model, chunk)], note
+    few = min(rows)
+    return [(f">{few} rows", forced_walk(model, -1), chunk), (f"<={few} rows", forced_walk(model, 2**62), max(1, min(chunk, *most)))], None
+
+
+def forced_walk(model: onnx.ModelProto, rows: int) -> onnx.ModelProto:
+    """A copy of ``model`` whose walks' ``If`` takes the small batches' walk up to ``rows`` rows
+    (-1: never; 2**62: always)."""
+    names = set(_metadata(model).get("tree2mat.walk_rows_tensor", "").split(","))
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for tensor in out.graph.initializer:
+        if tensor.name in names:
+            tensor.CopyFrom(onnx.numpy_helper.from_array(np.asarray([rows], np.int64), tensor.name))
+    return out
 
 
 def _data_rows(X: np.ndarray, dtype: np.dtype) -> np.ndarray:

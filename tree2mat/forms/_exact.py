@@ -14,8 +14,8 @@ from tree2mat.forms._graph import GraphBuilder, GraphOptions, tensor_info
 from tree2mat.ir.core import Ensemble, Tree
 
 #: ``exit_leaf(g, ens, st, x, opts)``: from the compared input ``x`` to where the rows exit
-#: (:class:`_layout.Exit`).
-ExitLeaf = Callable[[GraphBuilder, Ensemble, _layout.Stacked, _layout.Compared, GraphOptions], _layout.Exit]
+#: (:class:`_layout.Exit`), or two ways to find it, chosen per batch (:class:`_layout.Walks`).
+ExitLeaf = Callable[[GraphBuilder, Ensemble, _layout.Stacked, _layout.Compared, GraphOptions], "_layout.Exit | _layout.Walks"]
 
 
 def padded_matrices(ens: Ensemble, st: _layout.Stacked, matrix: Callable) -> np.ndarray:
@@ -184,22 +184,58 @@ def build(
     st = _layout.stack(ens, opts.dtype)
     g = GraphBuilder(opts.opset)
     x = _layout.compared_input(g, ens, opts)
-    exit = exit_leaf(g, ens, st, x, opts)
-    m = _layout.leaf_margin(g, ens, st, exit, x, _layout.internal_dtype(ens, opts))
-    metadata = {"tree2mat.leaf_tensor": exit.index, "tree2mat.exit_layout": exit.layout}
-    return finish(g, ens, m, opts, f"tree2mat {name} form of {ens.source}", metadata, exit if opts.leaves else None)
+    found = exit_leaf(g, ens, st, x, opts)
+    internal = _layout.internal_dtype(ens, opts)
+
+    def tail(b: GraphBuilder, exit: _layout.Exit) -> tuple[list[onnx.ValueInfoProto], np.dtype]:
+        m = _layout.leaf_margin(b, ens, st, exit, x, internal)
+        return outputs(b, ens, m, opts, exit if opts.leaves else None), np.dtype(m.dtype)
+
+    if isinstance(found, _layout.Exit):
+        outs, dtype = tail(g, found)
+        metadata = {"tree2mat.leaf_tensor": found.index, "tree2mat.exit_layout": found.layout}
+    else:  # the tail in both branches: the If writes the graph's outputs (see _layout.Walks)
+        small, large = g.branch("small"), g.branch("large")
+        exits = []
+        for b, walk in ((small, found.small), (large, found.large)):
+            exits.append(walk(b))
+            outs, dtype = tail(b, exits[-1])
+        exit = exits[-1]
+        index = g.fresh("exit_node")
+        for b, e in zip((small, large), exits):
+            b.renamed[index] = e.index
+        T = ens.n_trees
+        g.if_(found.cond, small, large, [*outs, tensor_info(index, exit.index_dtype, [T, "N"])])
+        metadata = {
+            "tree2mat.leaf_tensor": index, "tree2mat.exit_layout": exit.layout,
+            "tree2mat.walk_rows_tensor": found.limit, "tree2mat.walk_rows": str(found.rows), "tree2mat.walk_rows_max": str(found.most),
+        }
+    return model(g, ens, outs, dtype, opts, f"tree2mat {name} form of {ens.source}", metadata)
+
+
+def outputs(g: GraphBuilder, ens: Ensemble, m: _heads.Margin, opts: GraphOptions, exit: _layout.Exit | None = None) -> list[onnx.ValueInfoProto]:
+    """Every form's tail: from the margin ``m`` to the graph contract's outputs (and, given the
+    ``exit``, the ``leaves`` output); their value infos."""
+    outs = _heads.emit(g, ens, m, opts)
+    if exit is not None:
+        _layout.leaves_output(g, exit)
+        outs.append(tensor_info("leaves", np.int64, ["N", ens.n_trees]))
+    return outs
+
+
+def model(
+    g: GraphBuilder, ens: Ensemble, outs: list[onnx.ValueInfoProto], arithmetic: np.dtype, opts: GraphOptions, doc: str,
+    metadata: dict[str, str] | None = None,
+) -> onnx.ModelProto:
+    """The model of ``g``'s graph, its input and the ``outs`` (``arithmetic``: the margin's dtype)."""
+    metadata = {**(metadata or {}), "tree2mat.arithmetic": np.dtype(arithmetic).name}
+    inputs = [tensor_info("input", opts.dtype, ["N", ens.n_features])]
+    return g.model(inputs, outs, doc=doc, metadata=metadata)
 
 
 def finish(
     g: GraphBuilder, ens: Ensemble, m: _heads.Margin, opts: GraphOptions, doc: str,
     metadata: dict[str, str] | None = None, exit: _layout.Exit | None = None,
 ) -> onnx.ModelProto:
-    """Every form's tail: from the margin ``m`` to the graph contract's outputs (and, given the
-    ``exit``, the ``leaves`` output), then the model."""
-    outputs = _heads.emit(g, ens, m, opts)
-    metadata = {**(metadata or {}), "tree2mat.arithmetic": np.dtype(m.dtype).name}
-    if exit is not None:
-        _layout.leaves_output(g, exit)
-        outputs.append(tensor_info("leaves", np.int64, ["N", ens.n_trees]))
-    inputs = [tensor_info("input", opts.dtype, ["N", ens.n_features])]
-    return g.model(inputs, outputs, doc=doc, metadata=metadata)
+    """From the margin ``m`` to the model (:func:`outputs`, :func:`model`)."""
+    return model(g, ens, outputs(g, ens, m, opts, exit), np.dtype(m.dtype), opts, doc, metadata)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import heapq
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +23,8 @@ MIN_OPSET = 13
 #: Largest single constant: protobuf cannot hold a tensor of 2 GiB or more, in a file or as
 #: external data (graphs past 2 GiB in all are written as external data, one tensor at a time).
 MAX_TENSOR_BYTES = 2**31 - 2**20
+#: Constants of a branch up to this size are the branch's own (:attr:`GraphBuilder.local`).
+LOCAL_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -42,18 +46,33 @@ ONNX_TYPE = {
     np.dtype(np.float32): TensorProto.FLOAT,
     np.dtype(np.float64): TensorProto.DOUBLE,
     np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.int32): TensorProto.INT32,
     np.dtype(np.bool_): TensorProto.BOOL,
 }
 
 
 class GraphBuilder:
-    """Collects nodes and initializers with unique, deterministic names."""
+    """Collects nodes and initializers with unique, deterministic names. A constant asked for
+    twice under one hint, with the same contents, is one initializer; an operator asked for
+    twice on the same inputs with the same attributes, one node."""
 
     def __init__(self, opset: int) -> None:
         self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self._used: dict[str, int] = {}
+        self._made: dict[tuple[str, str, tuple[int, ...], bytes], str] = {}
+        #: A :meth:`branch`'s own small constants (shapes, axes, bounds: shape inference reads
+        #: a constant's value only in its own graph), and their names.
+        self.local: list[onnx.TensorProto] | None = None
+        self._local_made: dict[tuple[str, str, tuple[int, ...], bytes], str] = {}
+        #: What each operator computed, by its type, inputs and attributes (:meth:`op` makes
+        #: one node for the same computation asked for twice).
+        self._computed: dict[tuple[str, tuple[str, ...], str], str] = {}
+        #: A :meth:`branch`'s tag, and what became of the names its nodes were asked to write
+        #: (``out=``: a graph output's name; in a branch, a fresh name ending in the tag).
+        self.tag: str | None = None
+        self.renamed: dict[str, str] = {}
 
     def fresh(self, hint: str) -> str:
         n = self._used.get(hint, 0)
@@ -62,6 +81,13 @@ class GraphBuilder:
 
     def const(self, array: np.ndarray | Sequence[object], hint: str) -> str:
         arr = np.asarray(array)
+        key = None
+        local = self.local is not None and arr.nbytes <= LOCAL_BYTES
+        made = self._local_made if local else self._made
+        if arr.dtype.kind in "biuf":
+            key = (hint, arr.dtype.str, arr.shape, hashlib.blake2b(np.ascontiguousarray(arr).tobytes(), digest_size=16).digest())
+            if key in made:
+                return made[key]
         if arr.nbytes > MAX_TENSOR_BYTES:
             raise UnsupportedModelError(
                 f"the graph's constant {hint} would need {arr.nbytes / 2**30:.2f} GiB; ONNX holds at most "
@@ -74,14 +100,64 @@ class GraphBuilder:
             )
         else:
             tensor = numpy_helper.from_array(np.ascontiguousarray(arr), self.fresh(hint))
-        self.initializers.append(tensor)
+        (self.local if local and self.local is not None else self.initializers).append(tensor)
+        if key is not None:
+            made[key] = tensor.name
         return tensor.name
 
+    def scalar(self, value: np.generic, hint: str) -> str:
+        """A 0-d constant (:meth:`const` gives one-element constants shape [1]), for inputs the
+        spec requires scalar (e.g. ``CumSum``'s axis)."""
+        tensor = numpy_helper.from_array(np.asarray(value).reshape(()), self.fresh(hint))
+        (self.initializers if self.local is None else self.local).append(tensor)
+        return tensor.name
+
+    def branch(self, tag: str) -> GraphBuilder:
+        """A builder for a branch of :meth:`if_`: nodes of its own; names and constants shared
+        with this graph, so that it reads this graph's tensors by name and its constants are
+        this graph's initializers (runtimes fold them once), but for the small ones
+        (:attr:`local`). Names asked for with ``out=`` are
+        made fresh ending in ``tag`` (:attr:`renamed`): the ``If`` writes the graph's outputs."""
+        sub = GraphBuilder(self.opset)
+        sub.initializers, sub._used, sub._made, sub.tag = self.initializers, self._used, self._made, tag
+        sub.local = []
+        sub._computed = dict(self._computed)  # (this graph's tensors are visible in the branch)
+        return sub
+
+    def if_(self, cond: str, then: GraphBuilder, other: GraphBuilder, outputs: Sequence[onnx.ValueInfoProto]) -> None:
+        """``If(cond)`` writing ``outputs``, which each branch (a :meth:`branch`) wrote under
+        the name it gave them (:attr:`renamed`)."""
+        graphs = []
+        for b in (then, other):
+            outs = []
+            for v in outputs:
+                out = onnx.ValueInfoProto()
+                out.CopyFrom(v)
+                out.name = b.renamed[v.name]
+                outs.append(out)
+            graphs.append(helper.make_graph(b.nodes, f"{b.tag}_walk", [], outs, b.local))
+        names = [v.name for v in outputs]
+        for n in names:
+            self._used.setdefault(n, 1)
+        self.nodes.append(
+            helper.make_node("If", [cond], names, name=self.fresh("n_if"), then_branch=graphs[0], else_branch=graphs[1])
+        )
+
     def op(self, op_type: str, inputs: Sequence[str], hint: str | None = None, out: str | None = None, **attrs: Any) -> str:
-        name = out or self.fresh(hint or op_type.lower())
+        key = (op_type, tuple(inputs), repr(sorted(attrs.items())))
+        if out is None and key in self._computed:  # the same operator on the same tensors: once
+            return self._computed[key]
+        if out is not None and self.tag is not None:
+            name = self.renamed[out] = self.fresh(f"{out}_{self.tag}")
+        elif out is not None:
+            name = out
+            self._used.setdefault(out, 1)  # (a later hint of the same name gets a fresh one)
+        else:
+            name = self.fresh(hint or op_type.lower())
         self.nodes.append(
             helper.make_node(op_type, list(inputs), [name], name=self.fresh(f"n_{name}"), **attrs)
         )
+        self._computed[key] = name
         return name
 
     def reduce_sum(self, x: str, axes: Sequence[int], keepdims: bool, hint: str) -> str:
@@ -141,6 +217,56 @@ def softplus(g: GraphBuilder, m: str, hint: str, dtype: DTypeLike = np.float64) 
     neg = g.op("Neg", [g.op("Abs", [m], f"{hint}_abs")], f"{hint}_neg_abs")
     tail = g.op("Log", [g.op("Add", [g.const(dt(1), f"{hint}_one"), g.op("Exp", [neg], f"{hint}_exp")], f"{hint}_one_plus")], f"{hint}_log")
     return g.op("Add", [g.op("Max", [m, g.const(dt(0), f"{hint}_zero")], f"{hint}_pos"), tail], hint)
+
+
+def all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Every node of ``graph``, and of its subgraphs (an ``If``'s branches), depth first."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from all_nodes(attr.g)
+
+
+def reads(node: onnx.NodeProto) -> set[str]:
+    """The tensors ``node`` reads: its inputs, and those its subgraphs read from outside them."""
+    names = {i for i in node.input if i}
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            inner = {o for n in attr.g.node for o in n.output} | {t.name for t in attr.g.initializer} | {i.name for i in attr.g.input}
+            names |= {r for n in attr.g.node for r in reads(n)} - inner
+    return names
+
+
+def sort_nodes(graph: onnx.GraphProto) -> None:
+    """Put ``graph``'s nodes in an order where each comes after what it reads, counting what an
+    ``If``'s branches read (skl2onnx orders a graph by the nodes' inputs only), else as they were."""
+    nodes = list(graph.node)
+    known = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    produced = {o for n in nodes for o in n.output}
+    waiting = [{r for r in reads(n) if r in produced and r not in known} for n in nodes]
+    readers: dict[str, list[int]] = {}
+    for k, names in enumerate(waiting):
+        for r in names:
+            readers.setdefault(r, []).append(k)
+    ready = [k for k, names in enumerate(waiting) if not names]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(k)
+        for o in nodes[k].output:
+            for reader in readers.get(o, ()):
+                waiting[reader].discard(o)
+                if not waiting[reader]:
+                    heapq.heappush(ready, reader)
+    if len(order) != len(nodes) or order == sorted(order):  # (a cycle: the checker names it)
+        return
+    copies = [onnx.NodeProto() for _ in order]
+    for copy, k in zip(copies, order):
+        copy.CopyFrom(nodes[k])
+    del graph.node[:]
+    graph.node.extend(copies)
 
 
 def tensor_info(name: str, dtype: DTypeLike, shape: Sequence[int | str]) -> onnx.ValueInfoProto:

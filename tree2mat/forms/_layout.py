@@ -78,6 +78,24 @@ class Exit:
         return g.op("Gather", [leaf, g.const(self.position, "tree_position")], "leaf_ids", out=name, axis=0)
 
 
+@dataclass(frozen=True)
+class Walks:
+    """Two ways a form finds the exit, chosen per batch by an ``If`` on its rows: ``small``
+    (``If`` true: the batch has at most ``rows``, the [1] int64 constant ``limit``, rows) or
+    ``large``; each builds its :class:`Exit` in the branch builder it is given. Everything after
+    the exit is built in both branches, so the ``If`` writes the graph's outputs (OpenVINO
+    2026.4 misreads a tensor an ``If`` computes and the graph reads on). ``small`` takes at most
+    ``most`` rows (its offsets' range). ``verify`` runs every row both ways
+    (``tree2mat.walk_rows_tensor``, ``tree2mat.walk_rows``, ``tree2mat.walk_rows_max``)."""
+
+    cond: str
+    limit: str
+    rows: int
+    most: int
+    small: Callable[[GraphBuilder], Exit]
+    large: Callable[[GraphBuilder], Exit]
+
+
 def leaf_ids_of(index: np.ndarray, order: np.ndarray, slots: np.ndarray) -> np.ndarray:
     """:meth:`Exit.leaf_ids` in numpy, on the index a graph computed ([T, N]; -1 where a position
     is out of range: a broken graph)."""
@@ -371,6 +389,7 @@ class NodeTests:
     swap: np.ndarray  # bool [T, I]
     blocks: tuple[str, ...]  # the augmented input's blocks, in column order
     offset: dict[str, int]  # the first column of each block
+    width: int  # the augmented input's columns
 
 
 def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeTests:
@@ -429,7 +448,7 @@ def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeT
     offset_of = {**offset, "never": offset.get(NEVER[0], 0)}
     start = np.vectorize(lambda b: offset_of.get(b, 0), otypes=[np.int64])(np.where(valid, block, blocks[0]))
     index[~valid] = 0
-    return NodeTests(start + index, threshold, swap, blocks, offset)
+    return NodeTests(start + index, threshold, swap, blocks, offset, sum(width.values()))
 
 
 def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, blocks: tuple[str, ...]) -> str:
@@ -650,11 +669,11 @@ def _tree_values(g: GraphBuilder, ens: Ensemble, st: Stacked, exit: Exit, table:
     if K == 1:  # [T, N], summed to [N]
         vals = g.op("GatherElements", [flat, exit.index], f"{hint}_tree", axis=1)
         return (in_order(vals) if ordered else vals), False
-    leaf3 = g.unsqueeze(exit.index, [2], f"{hint}_leaf_3d")
+    # (the index into each tree's K values per slot is the same for every table: one, shared)
+    leaf3 = g.unsqueeze(exit.index, [2], "leaf_3d")
     it = exit.index_dtype
-    idx = g.op("Add", [g.op("Mul", [leaf3, g.const(it.type(K), f"{hint}_n_outputs")], f"{hint}_leaf_k"),
-                       g.const(np.arange(K, dtype=it), f"{hint}_output_k")], f"{hint}_index")
-    flat_index = g.op("Reshape", [idx, g.const(np.asarray([0, -1], np.int64), f"{hint}_flat_shape")], f"{hint}_index_flat")
+    idx = g.op("Add", [g.op("Mul", [leaf3, g.const(it.type(K), "n_outputs")], "leaf_k"), g.const(np.arange(K, dtype=it), "output_k")], "value_index")
+    flat_index = g.op("Reshape", [idx, g.const(np.asarray([0, -1], np.int64), "value_index_shape")], "value_index_flat")
     picked = g.op("GatherElements", [flat, flat_index], f"{hint}_tree_flat", axis=1)
     picked = in_order(picked) if ordered else picked
     return g.op("Reshape", [picked, g.const(np.asarray([0, -1, K], np.int64), f"{hint}_tree_shape")], f"{hint}_tree"), False

@@ -38,6 +38,7 @@ class NodeTable:
     blocks: tuple[str, ...]  # the augmented input's blocks, in column order
     order: np.ndarray  # int64 [T]: the table's trees, deepest first (the ensemble's tree of each row)
     depth: np.ndarray  # int64 [T]: each row's tree depth (non-increasing)
+    width: int  # the augmented input's columns
 
 
 def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
@@ -64,7 +65,7 @@ def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
             next_id += 2
     depth = ens.tree_depths()
     order = np.argsort(-depth, kind="stable")
-    return NodeTable(column[order], threshold[order], first[order], leaf[order], tests.blocks, order, depth[order])
+    return NodeTable(column[order], threshold[order], first[order], leaf[order], tests.blocks, order, depth[order], tests.width)
 
 
 #: Copies of the node table the walk may add (see :func:`cuts`): this many times the table, or
@@ -103,15 +104,43 @@ def cuts(depth: np.ndarray, row_bytes: int) -> list[int]:
 #: The walk's exit index: the node reached (int32, as the node tables).
 INDEX_DTYPE = np.dtype(np.int32)
 
+#: Batches of up to FLAT_ELEMENTS // T rows (at least one) walk the flat tables
+#: (:func:`_walk_flat`), larger ones the trees x rows tables (:func:`_walk_wide`). Measured
+#: (benchmarks/walk_speed.py, onnxruntime 1.31, 2 threads, six of suite.py's workloads): the
+#: flat walk takes 0.40-0.76 of the wide walk's time at one row; at 100 rows it is ahead on five
+#: of six, at 1 000 rows ahead or even on the 100-tree models and behind on the 500-tree ones,
+#: at 4 000 rows behind on four of six.
+FLAT_ELEMENTS = 8192
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit:
+
+def flat_rows_max(width: int) -> int:
+    """The most rows the flat walk can take: every offset into the flat input (rows x
+    ``width`` columns) an int32."""
+    return max(1, (2**31 - 1) // max(width, 1))
+
+
+def flat_rows(n_trees: int, width: int) -> int:
+    """The most rows the graph walks flat: FLAT_ELEMENTS trees x rows, at least one row."""
+    return min(max(1, FLAT_ELEMENTS // n_trees), flat_rows_max(width))
+
+
+@dataclass
+class _Tables:
+    """Names of the node table's three [T, P] constants."""
+
+    column: str
+    threshold: str
+    first: str
+
+
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit | _layout.Walks:
     """Rows walk every tree level by level, all trees at once (the exit: the node reached, trees
-    deepest first, see :class:`_layout.Exit`). Each step is three
-    ``GatherElements`` from the node table (trees x rows, last axis), one from the augmented
-    input (rows x trees, last axis: the fast layout of both), a ``Greater``, and the next node
-    ``first + (value > threshold)``. Every ``GatherElements`` takes data and indices of the same
-    size on the other axis (the ONNX rule OpenVINO enforces): the tables are sliced to the trees
-    still walking where some finish (:func:`cuts`)."""
+    deepest first, see :class:`_layout.Exit`); each step reads a node's column, threshold and
+    ``first`` and moves to ``first + (value > threshold)``. The root level is one walk; from
+    level 1 on, two walks of the same tables (:class:`_layout.Walks`): up to :func:`flat_rows`
+    rows, :func:`_walk_flat` (few operators, nothing copied: at a few rows the operators'
+    overhead is the time); above, :func:`_walk_wide` (operators a runtime spreads over its
+    threads)."""
     tab = node_table(ens, st)
     xa = _layout.augmented_input(g, ens, st, x, tab.blocks)
     int32 = onnx.TensorProto.INT32
@@ -120,36 +149,109 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     columns = g.op("Transpose", [xa], "x_columns", perm=[1, 0])
     xv = g.op("Gather", [columns, g.const(tab.column[:, 0].astype(np.int64), "root_column")], "xv0", axis=0)
     step = g.op("Cast", [g.op("Greater", [xv, g.const(tab.threshold[:, :1], "root_threshold")], "right0")], "step0", to=int32)
-    cur = g.op("Add", [step, g.const(tab.first[:, :1], "root_first")], "node1")
-    # Trees deepest first: from a cut on, only the trees deeper than it are walked (the first
-    # rows of the tables), the others are set aside.
-    done: list[str] = []
-    active = st.n_trees
+    node1 = g.op("Add", [step, g.const(tab.first[:, :1], "root_first")], "node1")
+    if tab.depth[0] <= 1:
+        return _layout.Exit(node1, tab.order, tab.leaf, INDEX_DTYPE)
+    tables = _Tables(g.const(tab.column, "node_column"), g.const(tab.threshold, "node_threshold"), g.const(tab.first, "node_first"))
     row_bytes = tab.column.shape[1] * (4 + 4 + tab.threshold.dtype.itemsize)
-    cut_levels = set(cuts(tab.depth, row_bytes))
-    if tab.depth[0] > 1:
-        column, threshold = g.const(tab.column, "node_column"), g.const(tab.threshold, "node_threshold")
-        first = g.const(tab.first, "node_first")
+    cut_levels = cuts(tab.depth, row_bytes)
+    most = flat_rows(st.n_trees, tab.width)
+    limit = g.const(np.asarray([most], np.int64), "flat_rows")
+    # (the rows counted on node1, which both walks read: a graph ordered by the nodes' explicit
+    # inputs, as skl2onnx orders one, puts the If after it)
+    small = g.op("LessOrEqual", [_rows_of(g, node1), limit], "flat_batch")
+    return _layout.Walks(
+        small, limit, most, flat_rows_max(tab.width),
+        lambda b: _layout.Exit(_walk_flat(g, b, tab, xa, columns, node1, tables, cut_levels), tab.order, tab.leaf, INDEX_DTYPE),
+        lambda b: _layout.Exit(_walk_wide(g, b, tab, xa, node1, tables, cut_levels), tab.order, tab.leaf, INDEX_DTYPE),
+    )
+
+
+def _rows_of(g: GraphBuilder, node: str) -> str:
+    """[1] int64: the rows of ``node`` [T, N] (Shape's ``start``/``end`` from opset 15 on)."""
+    if g.opset >= 15:
+        return g.op("Shape", [node], "batch_rows", start=1, end=2)
+    bounds = [g.const(np.asarray([v], np.int64), f"batch_rows_{k}") for k, v in (("start", 1), ("stop", 2))]
+    return g.op("Slice", [g.op("Shape", [node], "node1_shape"), *bounds], "batch_rows")
+
+
+def _walk_wide(g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, cur: str, tables: _Tables, cut_levels: list[int]) -> str:
+    """From level 1 on (``cur``: [T, N], the nodes of level 1), in ``b``: per step three
+    ``GatherElements`` from the node table (trees x rows, last axis), one from the augmented
+    input (rows x trees, last axis: the fast layout of both), a ``Greater``, and the next node.
+    Every ``GatherElements`` takes data and indices of the same size on the other axis (the ONNX
+    rule OpenVINO enforces): at the ``cut_levels`` the tables are sliced to the trees still
+    walking (copies, made in ``g``, where runtimes fold them once); the trees set aside are
+    concatenated back at the end, deepest first."""
+    int32 = onnx.TensorProto.INT32
+    column, threshold, first = tables.column, tables.threshold, tables.first
+    done: list[str] = []
+    active = tab.depth.size
     for d in range(1, int(tab.depth[0])):  # trees x rows
         if d in cut_levels:
             keep = int(np.count_nonzero(tab.depth > d))
-            done.append(_rows(g, cur, keep, active, f"done{d}"))
-            cur = _rows(g, cur, 0, keep, f"node{d}_deep")
+            done.append(_rows(b, cur, keep, active, f"done{d}"))
+            cur = _rows(b, cur, 0, keep, f"node{d}_deep")
             # (a Gather of the first rows, not a Slice: OpenVINO 2026.4 drops a Slice of a
             # constant that feeds GatherElements, then refuses the shapes)
             rows = g.const(np.arange(keep, dtype=np.int64), f"trees_{keep}")
             column, threshold, first = (g.op("Gather", [t, rows], f"{t}_{keep}", axis=0) for t in (column, threshold, first))
             active = keep
-        cols = g.op("Transpose", [g.op("GatherElements", [column, cur], f"col{d}", axis=1)], f"col{d}_rows", perm=[1, 0])
-        xv = g.op("Transpose", [g.op("GatherElements", [xa, cols], f"xv{d}_rows", axis=1)], f"xv{d}", perm=[1, 0])
-        right = g.op("Greater", [xv, g.op("GatherElements", [threshold, cur], f"thr{d}", axis=1)], f"right{d}")
-        base = g.op("GatherElements", [first, cur], f"first{d}", axis=1)
-        cur = g.op("Add", [base, g.op("Cast", [right], f"step{d}", to=int32)], f"node{d + 1}")
+        cols = b.op("Transpose", [b.op("GatherElements", [column, cur], f"col{d}", axis=1)], f"col{d}_rows", perm=[1, 0])
+        xv = b.op("Transpose", [b.op("GatherElements", [xa, cols], f"xv{d}_rows", axis=1)], f"xv{d}", perm=[1, 0])
+        right = b.op("Greater", [xv, b.op("GatherElements", [threshold, cur], f"thr{d}", axis=1)], f"right{d}")
+        base = b.op("GatherElements", [first, cur], f"first{d}", axis=1)
+        cur = b.op("Add", [base, b.op("Cast", [right], f"step{d}", to=int32)], f"node{d + 1}")
+    return b.op("Concat", [cur, *reversed(done)], "exit_node_sorted", axis=0) if done else cur
+
+
+def _walk_flat(
+    g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, columns: str, cur: str, tables: _Tables, cut_levels: list[int],
+) -> str:
+    """:func:`_walk_wide`'s walk on one-dimensional tensors, in ``b``: the node tables flat
+    (``first`` holding t P + node, made in ``g``, where runtimes fold them once), the nodes
+    reached a vector of trees x rows, the input flat (row r's column c at r C + c); per step
+    four ``GatherElements`` (on one axis any number of indices is within the rule: no copies
+    where trees are set aside), the column's offset, a ``Greater`` and the next node. The same
+    ``cut_levels``; the exit as :func:`_walk_wide`'s."""
+    int32 = onnx.TensorProto.INT32
+    T, P = tab.column.shape
+    width = tab.width
+    flat = g.const(np.asarray([-1], np.int64), "flat_shape")
+    tree_start = g.const((np.arange(T, dtype=np.int32) * P)[:, None], "tree_start")
+    column, threshold = (g.op("Reshape", [t, flat], f"{t}_flat") for t in (tables.column, tables.threshold))
+    first = g.op("Reshape", [g.op("Add", [tables.first, tree_start], "node_first_global"), flat], "node_first_flat")
+    # Row r's offset r C, per tree: [T, N] (counted along the rows: the augmented input is
+    # NaN-free, so a value equals itself; tract 0.23 evaluates no Range or Slice of a Shape
+    # inside an If).
+    row = b.op("Gather", [columns, b.const(np.zeros(1, np.int64), "row_column")], "row_values", axis=0)
+    count = b.op("CumSum", [b.op("Cast", [b.op("Equal", [row, row], "row_present")], "row_one", to=int32), b.scalar(np.int64(1), "row_axis")], "row_count")
+    offsets = b.op(
+        "Add", [b.op("Mul", [count, b.const(np.int32(width), "row_width")], "row_end"), b.const(np.full((T, 1), -width, np.int32), "row_start")],
+        "row_offsets",
+    )
+    offset = b.op("Reshape", [offsets, flat], "row_offset")
+    xflat = b.op("Reshape", [xa, flat], "x_flat")
+    cur = b.op("Reshape", [b.op("Add", [cur, tree_start], "node1_global"), flat], "node1_flat")
+    done: list[str] = []
+    active = T
+    for d in range(1, int(tab.depth[0])):
+        if d in cut_levels:
+            keep = int(np.count_nonzero(tab.depth > d))
+            grid = b.op("Reshape", [cur, b.const(np.asarray([active, -1], np.int64), f"flat{d}_grid_shape")], f"flat{d}_grid")
+            done.append(_rows(b, grid, keep, active, f"flat_done{d}"))
+            cur = b.op("Reshape", [_rows(b, grid, 0, keep, f"flat{d}_deep_grid"), flat], f"flat{d}_deep")
+            offset = b.op("Reshape", [_rows(b, offsets, 0, keep, f"row_offset{d}_grid"), flat], f"row_offset{d}")
+            active = keep
+        col = b.op("GatherElements", [column, cur], f"flat_col{d}", axis=0)
+        xv = b.op("GatherElements", [xflat, b.op("Add", [col, offset], f"flat_x{d}")], f"flat_xv{d}", axis=0)
+        right = b.op("Greater", [xv, b.op("GatherElements", [threshold, cur], f"flat_thr{d}", axis=0)], f"flat_right{d}")
+        base = b.op("GatherElements", [first, cur], f"flat_first{d}", axis=0)
+        cur = b.op("Add", [base, b.op("Cast", [right], f"flat_step{d}", to=int32)], f"flat_node{d + 1}")
+    cur = b.op("Reshape", [cur, b.const(np.asarray([active, -1], np.int64), "flat_exit_shape")], "flat_exit_grid")
     if done:
-        cur = g.op("Concat", [cur, *reversed(done)], "exit_node_sorted", axis=0)
-    # The exit is the node reached, trees deepest first: leaf values are gathered from per-node
-    # tables in that order (no reordering).
-    return _layout.Exit(cur, tab.order, tab.leaf, INDEX_DTYPE)
+        cur = b.op("Concat", [cur, *reversed(done)], "flat_exit_sorted", axis=0)
+    return b.op("Sub", [cur, tree_start], "flat_exit")
 
 
 def exit_layout(ens: Ensemble, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.dtype]:
@@ -168,11 +270,12 @@ def _rows(g: GraphBuilder, x: str, start: int, stop: int, hint: str) -> str:
 
 def constant_bytes(ens: Ensemble) -> int:
     """The node table (column and first per node, threshold up to 8 bytes) over the widest
-    tree's 2 I + 1 nodes, its copies at the cuts (at most its size, or CUT_BYTES), and the leaf
-    values per node (up to four float32 digits, or float64)."""
+    tree's 2 I + 1 nodes, its copies at the cuts (at most its size, or CUT_BYTES), the flat
+    walk's (its size: a runtime folds the reshaped tables into copies), and the leaf values per
+    node (up to four float32 digits, or float64)."""
     T, I, L = _layout.padded_sizes(ens)
     table = T * (2 * I + 1) * (4 + 4 + 8)
-    return 2 * table + CUT_BYTES + T * (2 * I + 1) * ens.n_outputs * 16
+    return 3 * table + CUT_BYTES + T * (2 * I + 1) * ens.n_outputs * 16
 
 
 def bytes_per_row(ens: Ensemble) -> int:
