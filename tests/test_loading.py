@@ -147,3 +147,45 @@ def test_safe_mode_reads_the_formats_that_cannot_run_code(tmp_path):
         out = tmp_path / f"{path.stem}{path.suffix[1:]}.onnx"
         assert main(["--safe", "convert", str(path), "-o", str(out)]) == 0, path
         assert main(["verify", str(path), str(out), "--rows", "50", "--safe"]) == 0, path
+
+
+FIXTURES = __import__("pathlib").Path(__file__).resolve().parent.parent / "fixtures"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "name"),
+    [
+        ("lightgbm_binary_categorical_zero_as_missing.txt", "model.model"),  # LightGBM text as *.model, common in the wild
+        ("xgboost_binary_categorical.ubj", "model.bin"),
+        ("xgboost_multiclass_dart.json", "model"),
+    ],
+)
+def test_native_files_are_read_by_their_contents_under_any_name(tmp_path, fixture, name):
+    """The committed files the libraries wrote (fixtures/make_*_fixtures.py), renamed: converted by what
+    their bytes are, and verified against the library itself (LightGBM; XGBoost guesses the
+    format by the name, and reads these two)."""
+    import shutil
+
+    path = tmp_path / name
+    shutil.copyfile(FIXTURES / fixture, path)
+    onx = tree2mat.convert(path)
+    report = tree2mat.verify(path, onx, rows=200)
+    assert report.passed, report.summary()
+    assert not [n for n in report.notes if "no original library model" in n], report.notes
+
+
+def test_other_names_are_refused_by_their_contents(tmp_path):
+    """A pickle under another name is still a pickle (safe mode refuses it unread); XGBoost's
+    legacy binary ('binf' magic: a stand-in, no real file of that format is committed yet) is
+    refused by name with the way out; anything else names the formats tree2mat reads."""
+    model = RandomForestClassifier(n_estimators=3, random_state=0).fit(*load_wine(return_X_y=True))
+    joblib.dump(model, tmp_path / "forest.model")
+    assert tree2mat.load(tmp_path / "forest.model").n_trees == 3
+    with tree2mat.safe_loading(), pytest.raises(ModelFileError, match="safe mode refuses pickle files"):
+        tree2mat.load(tmp_path / "forest.model")
+    (tmp_path / "old.model").write_bytes(b"binf" + bytes(60))
+    with pytest.raises(UnsupportedModelError, match=r"XGBoost's legacy binary model format .* save_model\('model.json'\)"):
+        tree2mat.load(tmp_path / "old.model")
+    (tmp_path / "notes.model").write_text("hello\n")
+    with pytest.raises(ModelFileError, match=r"unknown model file type '.model', and its contents are none"):
+        tree2mat.load(tmp_path / "notes.model")

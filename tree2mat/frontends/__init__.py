@@ -11,6 +11,7 @@ import numpy as np
 
 from tree2mat.errors import ModelFileError, Tree2MatError, UnsupportedModelError
 from tree2mat.frontends import lightgbm as _lightgbm
+from tree2mat.frontends import loading
 from tree2mat.frontends import sklearn as _sklearn
 from tree2mat.frontends import xgboost as _xgboost
 from tree2mat.frontends._support import SupportRow
@@ -73,7 +74,7 @@ def library_model(path: Any, ens: Ensemble) -> Any:
     with (None when the library is not installed, or the file is tree2mat's IR)."""
     if not isinstance(path, (str, Path)):
         return None
-    if ens.source.startswith("lightgbm") and Path(path).suffix.lower() == ".txt":
+    if ens.source.startswith("lightgbm") and loading.file_kind(Path(path)) == loading.LIGHTGBM_TEXT:
         try:
             import lightgbm
         except ImportError:

@@ -78,12 +78,6 @@ def load_file(path: str | Path) -> Any:
     _check_file(path)
     suffix = path.suffix.lower()
     if suffix in PICKLE_SUFFIXES:
-        if safe_mode():
-            raise ModelFileError(
-                f"{path}: safe mode refuses pickle files (loading one can run any code); save the model "
-                "as .skops, an XGBoost .json/.ubj or a LightGBM model .txt, or leave out --safe / "
-                f"{SAFE_ENV} for files you trust"
-            )
         return _load_pickle(path)
     if suffix == ".skops":
         return _load_skops(path)
@@ -95,13 +89,62 @@ def load_file(path: str | Path) -> Any:
         return _load_xgboost(path)
     if suffix == ".onnx":
         raise ModelFileError(f"{path}: this is an ONNX file; pass the original model file")
+    # Another name (LightGBM text as .model, XGBoost JSON as .bin, ...): what the bytes say
+    kind = file_kind(path)
+    if kind == LEGACY_XGBOOST:
+        raise UnsupportedModelError(
+            f"{path}: this is XGBoost's legacy binary model format (before 1.0's JSON), which tree2mat does not read; "
+            "load it with xgboost < 2.1 and save_model('model.json'), then convert model.json"
+        )
+    loaders = {LIGHTGBM_TEXT: _load_lightgbm_text, JSON: _load_json, UBJSON: _load_xgboost, PICKLE: _load_pickle}
+    if kind in loaders:
+        return loaders[kind](path)
     raise ModelFileError(
-        f"{path}: unknown model file type {suffix or '(no extension)'!r}; "
-        f"supported: {', '.join(SUFFIXES)}"
+        f"{path}: unknown model file type {suffix or '(no extension)'!r}, and its contents are none of the "
+        f"formats tree2mat reads; supported: {', '.join(SUFFIXES)} (or those contents under any name)"
     )
 
 
+#: What :func:`file_kind` tells apart by a file's first bytes.
+LIGHTGBM_TEXT, JSON, UBJSON, PICKLE, LEGACY_XGBOOST = "LightGBM model text", "JSON", "UBJSON", "pickle", "legacy XGBoost binary"
+
+
+def file_kind(path: Path) -> str | None:
+    """The format of ``path`` by its first bytes, whatever its name: LightGBM model text (its
+    first line the booster's name: ``tree``, or ``gbdt`` in LightGBM 1 and 2's texts), JSON or
+    XGBoost's UBJSON (an object: ``{`` then a key, in text or in UBJSON's typed form), a pickle
+    (protocol 2 on), XGBoost's legacy binary (``binf``, the magic older XGBoost writes); None
+    if none of those."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError as exc:
+        raise ModelFileError(f"{path}: cannot read: {exc}") from exc
+    first = head.split(b"\n", 1)[0].strip()
+    if first in (b"tree", b"gbdt"):
+        return LIGHTGBM_TEXT
+    if head.startswith(b"binf"):
+        return LEGACY_XGBOOST
+    if len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        return PICKLE
+    body = head.lstrip()
+    if body[:1] == b"{":
+        after = body[1:].lstrip()
+        if after[:1] in (b'"', b"}"):
+            return JSON
+        if head[1:2] in (b"i", b"U", b"I", b"l", b"L", b"$", b"#", b"}"):
+            return UBJSON
+    return None
+
+
 def _load_pickle(path: Path) -> Any:
+    """A pickle (or joblib) file; refused in safe mode before it is opened."""
+    if safe_mode():
+        raise ModelFileError(
+            f"{path}: safe mode refuses pickle files (loading one can run any code); save the model "
+            "as .skops, an XGBoost .json/.ubj or a LightGBM model .txt, or leave out --safe / "
+            f"{SAFE_ENV} for files you trust"
+        )
     import joblib
 
     try:
@@ -141,8 +184,8 @@ def _load_skops(path: Path) -> Any:
 
 
 def _read_document(path: Path) -> Any:
-    """The document of a ``.json`` (JSON) or ``.ubj`` (XGBoost's UBJSON) file."""
-    if path.suffix.lower() == ".ubj":
+    """The document of a JSON or XGBoost UBJSON file (``.ubj``, or UBJSON by its contents)."""
+    if path.suffix.lower() == ".ubj" or file_kind(path) == UBJSON:
         from tree2mat.frontends._ubjson import decode
 
         try:
