@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 import traceback
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +85,7 @@ def convert(
     import tree2mat
     from tree2mat.forms.auto import parse_memory
 
-    with _Progress("convert", enabled=progress, delay=PROGRESS_DELAY_S) as shown:
+    with _libraries_to_stderr(), _Progress("convert", enabled=progress, delay=PROGRESS_DELAY_S) as shown:
         onx = tree2mat.convert(
             model, form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul,
             max_memory=None if max_memory is None else parse_memory(max_memory), progress=lambda text: shown.stage(text, 4),
@@ -162,7 +164,7 @@ def verify(
     import tree2mat
 
     _check_output("--json", json_out)
-    with _Progress("verify", enabled=progress and data is not None) as shown:
+    with _libraries_to_stderr(), _Progress("verify", enabled=progress and data is not None) as shown:
         report = tree2mat.verify(model, onnx_file, data, device=device, rows=rows, atol=atol, rtol=rtol, seed=seed,
                                  progress=shown.update, runtime=runtime)
     if json_out is not None and str(json_out) == "-":
@@ -194,7 +196,8 @@ def inspect(
     budget = parse_memory(max_memory)
     if png is not None:
         _check_png(png, tree, fmt, output)
-    ens = tree2mat.load(model)
+    with _libraries_to_stderr():
+        ens = tree2mat.load(model)
     if tree is None:
         info = summary(ens, budget)
         if fmt == "npz":
@@ -241,11 +244,12 @@ def bench(
 
     _check_output("--json", json_out)
     _check_output("--plot", plot, png=True)
-    report = run_bench(
-        model, data, rows=rows, batches=parse_batches(batch), forms=tuple(f.strip() for f in form.split(",") if f.strip()),
-        use_peers=peers, repeat=repeat, threads=threads, device=device,
-        max_memory=None if max_memory is None else parse_memory(max_memory),
-    )
+    with _libraries_to_stderr():
+        report = run_bench(
+            model, data, rows=rows, batches=parse_batches(batch), forms=tuple(f.strip() for f in form.split(",") if f.strip()),
+            use_peers=peers, repeat=repeat, threads=threads, device=device,
+            max_memory=None if max_memory is None else parse_memory(max_memory),
+        )
     if plot is not None:
         atomic_write(plot, plot_report(report))
     if json_out is not None and str(json_out) == "-":
@@ -423,6 +427,42 @@ class _Progress:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+@contextlib.contextmanager
+def _libraries_to_stderr() -> Iterator[None]:
+    """While a command works, what the libraries print goes to stderr: stdout holds the command's
+    result alone (``--json -`` pipes into a parser). LightGBM writes its warnings (e.g. "Ignoring
+    unrecognized parameter" on an older model text) through Python's ``print``, other native code
+    to the process's file descriptor 1: both are redirected, and C's buffers flushed before the
+    descriptor is put back."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no file descriptor 1 (an embedding without one): Python's stream only
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved is not None:
+            _flush_c_streams()
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _flush_c_streams() -> None:
+    """``fflush(NULL)``: what native code left in C's stdout buffer goes out now, to stderr."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        libc.fflush(None)
+    except (OSError, AttributeError):  # no C library to reach (then nothing buffered there either)
+        pass
 
 
 # ------------------------------------------------------------------------------------ the entry
