@@ -112,10 +112,9 @@ LIGHTGBM_TEXT, JSON, UBJSON, PICKLE, LEGACY_XGBOOST = "LightGBM model text", "JS
 def file_kind(path: Path) -> str | None:
     """The format of ``path`` by its first bytes, whatever its name: LightGBM model text (its
     first line the booster's name: ``tree``, or ``gbdt`` in early texts such as LightGBM's 2016
-    examples), JSON or
-    XGBoost's UBJSON (an object: ``{`` then a key, in text or in UBJSON's typed form), a pickle
-    (protocol 2 on), XGBoost's legacy binary (``binf``, the magic older XGBoost writes); None
-    if none of those."""
+    examples), JSON or XGBoost's UBJSON (an object: ``{`` then a key, in text or in UBJSON's
+    typed form), a pickle (protocol 2 on), XGBoost's legacy binary (``binf``, the magic older
+    XGBoost writes); None if none of those."""
     try:
         with open(path, "rb") as f:
             head = f.read(64)
