@@ -45,6 +45,16 @@ def timed(sess: ort.InferenceSession, X: np.ndarray) -> float:
     return time.perf_counter() - start
 
 
+def convert_before(model, checkout: Path, out: Path) -> None:
+    """``model``'s default graph as the tree2mat of ``checkout`` converts it, written to ``out``
+    (in a subprocess importing that checkout; through the API, not the CLI: an editable
+    install's finder would import this checkout's cli)."""
+    joblib.dump(model, out.with_name("model.joblib"))
+    before = f"import joblib, tree2mat; tree2mat.save(tree2mat.convert(joblib.load('model.joblib')), {out.name!r})"
+    subprocess.run([sys.executable, "-c", before], check=True, env={**os.environ, "PYTHONPATH": str(checkout)},
+                   capture_output=True, cwd=out.parent)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, required=True)
@@ -69,12 +79,8 @@ def main() -> int:
         model = factory().fit(X, y)
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp)
-            joblib.dump(model, path / "model.joblib")
             tree2mat.save(tree2mat.convert(model), path / "after.onnx")
-            env = {**os.environ, "PYTHONPATH": str(args.before)}
-            # (the API, not the CLI: an editable install's finder would import this checkout's cli)
-            before = "import joblib, tree2mat; tree2mat.save(tree2mat.convert(joblib.load('model.joblib')), 'before.onnx')"
-            subprocess.run([sys.executable, "-c", before], check=True, env=env, capture_output=True, cwd=tmp)
+            convert_before(model, args.before, path / "before.onnx")
             forms = {k: {p.key: p.value for p in onnx_meta(path / f"{k}.onnx")}.get("tree2mat.form") for k in ("before", "after")}
             sess = {k: session(path / f"{k}.onnx", args.threads) for k in ("before", "after")}
             for k in sess:  # warm up

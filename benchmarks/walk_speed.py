@@ -15,19 +15,17 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import joblib
 import numpy as np
 import onnx
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_speed import session  # noqa: E402
+from ab_speed import convert_before, session  # noqa: E402
 from suite import data, workloads  # noqa: E402
 
 import tree2mat  # noqa: E402
@@ -54,12 +52,9 @@ def main() -> int:
         walk_rows = int({p.key: p.value for p in graph.metadata_props}["tree2mat.walk_rows"])
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp)
-            joblib.dump(model, path / "model.joblib")
             onnx.save(forced_walk(graph, -1), path / "wide.onnx")
             onnx.save(forced_walk(graph, 2**62), path / "flat.onnx")
-            before = "import joblib, tree2mat; tree2mat.save(tree2mat.convert(joblib.load('model.joblib')), 'before.onnx')"
-            subprocess.run([sys.executable, "-c", before], check=True, env={**os.environ, "PYTHONPATH": str(args.before)},
-                           capture_output=True, cwd=tmp)
+            convert_before(model, args.before, path / "before.onnx")
             sess = {k: session(path / f"{k}.onnx", args.threads) for k in ("before", "wide", "flat")}
         for b in batches:
             x = np.ascontiguousarray(Xs[:b])

@@ -126,10 +126,8 @@ def fold(
     more roundings, the scale's and the product's), and with ``residual`` what that value leaves out (for links that magnify the
     margin's rounding, such as exp; not with a divisor)."""
     acc, tail = digits[-1], digits[-1]
-    if p.n_digits > 1:  # (one constant for every step; none without a step)
-        inverse = g.const(np.float32(2.0**-p.bits), f"{hint}_fold_inverse")
-    for k in range(p.n_digits - 2, -1, -1):
-        tail = g.op("Mul", [acc, inverse], f"{hint}{k}_tail")
+    for k in range(p.n_digits - 2, -1, -1):  # (the radix: one initializer, GraphBuilder.const)
+        tail = g.op("Mul", [acc, g.const(np.float32(2.0**-p.bits), f"{hint}_fold_inverse")], f"{hint}{k}_tail")
         acc = g.op("Add", [digits[k], tail], f"{hint}{k}_folded")
     grid = 2.0 ** p.exponents[0]
     scale = g.const(np.asarray(grid if divisor is None else grid / np.asarray(divisor, np.float64), np.float32), f"{hint}_grid")
@@ -153,9 +151,8 @@ def at_least(g: GraphBuilder, digits: Sequence[str], p: Plan, constant: Sequence
     for k, d in enumerate(digits):
         ck = None if constant is None or not np.any(constant[k]) else g.const(np.asarray(constant[k], np.float32), f"{hint}_c{k}")
         e.append(d if ck is None else g.op("Sub", [d, ck], f"{hint}_diff{k}"))
-    if p.n_digits > 2:  # (one constant for every carry; none without one)
-        inverse = g.const(np.float32(2.0**-p.bits), f"{hint}_inverse_radix")
     for k in range(p.n_digits - 1, 1, -1):
+        inverse = g.const(np.float32(2.0**-p.bits), f"{hint}_inverse_radix")  # (one initializer, GraphBuilder.const)
         q = g.op("Ceil" if strict else "Floor", [g.op("Mul", [e[k], inverse], f"{hint}{k}_scaled")], f"{hint}{k}_carry")
         e[k - 1] = g.op("Add", [e[k - 1], q], f"{hint}{k - 1}_with_carry")
     if p.n_digits == 1:
