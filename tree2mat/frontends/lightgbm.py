@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,9 +38,6 @@ from tree2mat.ir.evaluate import first_float, sigmoid
 
 #: LightGBM's kZeroThreshold (a float32 1e-35, compared in float64).
 ZERO_THRESHOLD = float(np.float32(1e-35))
-#: Largest category bitsets read (words of 32 categories per tree): LightGBM's own splits stay far
-#: below (max_cat_threshold), and the graph's categorical tables grow with the categories.
-MAX_BITSET_WORDS = 2048
 _CATEGORICAL, _DEFAULT_LEFT = 1, 2
 _MISSING_NONE, _MISSING_ZERO, _MISSING_NAN = 0, 1, 2
 
@@ -80,58 +78,151 @@ class ModelText:
     header: dict[str, str]
     trees: list[dict[str, str]]
     name: str
-    block_sizes: list[int]  # characters of each "Tree=" block, as tree_sizes counts them
+    rest: str  # what follows the trees: feature importances, parameters, pandas_categorical
 
 
-def parse_text(text: str, name: str = "LightGBM model") -> ModelText:
-    """Split a model text into its header and per-tree ``key=value`` blocks (strictly). LightGBM
-    itself finds the tree blocks by ``tree_sizes``; a file whose blocks do not have those sizes
-    would read differently there, so it is refused."""
-    lines = text.splitlines(keepends=True)
-    if not lines or lines[0].strip() != "tree":
+#: Line ends as LightGBM's reader takes them (``Common::GetLine`` / ``SkipNewLine``).
+_NEWLINE = re.compile(rb"\r\n|\r|\n")
+#: Lines of a tree block LightGBM reads at most (``Tree::Tree(const char*, size_t*)``).
+_TREE_LINES = 22
+#: Header keys whose value may hold '=' (LightGBM refuses such a line under any other key).
+_FREE_TEXT_KEYS = ("feature_names", "monotone_constraints")
+
+
+def _lines(data: bytes, start: int) -> Iterator[tuple[int, bytes]]:
+    """``(offset, line)`` for each line of ``data`` from ``start``, an empty line for each
+    blank one."""
+    pos = start
+    while pos < len(data):
+        match = _NEWLINE.search(data, pos)
+        end = match.start() if match else len(data)
+        yield pos, data[pos:end]
+        pos = match.end() if match else len(data)
+
+
+def parse_text(text: str | bytes, name: str = "LightGBM model") -> ModelText:
+    """Split a model text into its header and per-tree ``key=value`` blocks as LightGBM's loader
+    does (``GBDT::LoadModelFromString``, LightGBM 4.x): the header runs to the first ``Tree=``
+    line; with ``tree_sizes`` tree ``i`` is read at that line's offset plus the sizes (bytes) of
+    the trees before it, and there are as many trees as sizes; without it (texts written before
+    mid-2018) the trees follow one another and the first other line (``end of trees``, or
+    ``feature importances:`` in older texts) ends them. A tree block ends at a blank line (or
+    after 22 lines). The number after ``Tree=`` is not read. Where LightGBM refuses the text, or
+    would read past its end, the text is refused."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    if b"\0" in data:
+        raise ModelFileError(f"{name}: not a LightGBM model text (it holds a NUL byte)")
+    first = next(_lines(data, 0), (0, b""))[1].strip()
+    if first == b"gbdt":
+        raise UnsupportedModelError(
+            f"{name}: an early LightGBM model text (first line 'gbdt', as LightGBM wrote them in 2016), which LightGBM itself no "
+            "longer loads (4.x: 'Unknown model format or submodel type'); re-train the model with a current LightGBM"
+        )
+    if first != b"tree":
         raise ModelFileError(f"{name}: not a LightGBM model text (first line is not 'tree')")
     header: dict[str, str] = {}
-    trees: list[dict[str, str]] = []
-    starts: list[int] = []  # character offset of each Tree= line, then of "end of trees"
-    current = header
-    offset = len(lines[0])
-    for number, raw in enumerate(lines[1:], start=2):
-        line = raw.strip()
-        offset += len(raw)
-        if line == "end of trees":
-            starts.append(offset - len(raw))
+    trees_at = len(data)
+    for number, (offset, raw) in enumerate(_lines(data, 0), start=1):
+        if raw.startswith(b"Tree="):
+            trees_at = offset
             break
-        if not line:
-            continue
-        key, sep, value = line.partition("=")
-        if key == "Tree":
-            starts.append(offset - len(raw))
-            if value != str(len(trees)):
-                raise ModelFileError(f"{name}: line {number}: expected Tree={len(trees)}, found {line[:40]!r}")
-            current = {}
-            trees.append(current)
-        elif sep:
-            current[key] = value
-        elif current is header:
-            header[key] = ""  # flags such as average_output
-        else:
-            raise ModelFileError(
-                f"{name}: line {number}: expected key=value or 'end of trees', found {line[:40]!r}"
-            )
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ModelFileError(f"{name}: line {number}: not UTF-8 text ({exc.reason})") from exc
+        parts = [p for p in line.split("=") if p]  # Common::Split drops empty parts
+        if len(parts) == 1:
+            header[parts[0]] = ""  # flags such as average_output
+        elif len(parts) == 2:
+            header[parts[0]] = parts[1]
+        elif parts and parts[0] in _FREE_TEXT_KEYS:
+            header[parts[0]] = line[len(parts[0]) + 1 :]
+        elif parts:
+            raise ModelFileError(f"{name}: line {number}: LightGBM refuses this line ('Wrong line at model file'): {line[:40]!r}")
+    for key in ("num_class", "label_index", "max_feature_idx", "feature_names", "feature_infos"):
+        if key not in header:  # LightGBM: "Model file doesn't contain ..."
+            raise ModelFileError(f"{name}: ill-formed LightGBM model: need {key} (LightGBM refuses a model text without it)")
+    if "tree_sizes" in header:
+        starts = _sized_tree_starts(data, trees_at, header["tree_sizes"], name)
+        trees = [_tree_block(data, start, name, t)[0] for t, start in enumerate(starts)]
+        rest_at = trees_at + sum(_sizes(header["tree_sizes"], name))
     else:
-        raise ModelFileError(f"{name}: truncated LightGBM model text (no 'end of trees')")
-    return ModelText(header, trees, name, [b - a for a, b in zip(starts, starts[1:])])
+        trees, rest_at = _sequential_trees(data, trees_at, name)
+    if not trees:
+        raise ModelFileError(f"{name}: truncated LightGBM model text (no trees)")
+    return ModelText(header, trees, name, data[min(rest_at, len(data)) :].decode("utf-8", "replace"))
 
 
-def _check_tree_sizes(model: ModelText) -> None:
-    """LightGBM finds the tree blocks by ``tree_sizes``: a file whose blocks have other sizes
-    reads differently there, so it is refused (after the blocks themselves parsed)."""
-    sizes = model.header.get("tree_sizes")
-    if sizes is not None and sizes.split() != [str(n) for n in model.block_sizes]:
-        raise ModelFileError(
-            f"{model.name}: ill-formed LightGBM model: tree_sizes does not match the tree blocks "
-            "(LightGBM reads the trees by these sizes)"
-        )
+def _sizes(value: str, name: str) -> list[int]:
+    sizes = value.split()
+    if any(not s.isdigit() or not s.isascii() or len(s) > 18 for s in sizes):
+        raise ModelFileError(f"{name}: ill-formed LightGBM model: tree_sizes must be byte counts")
+    return [int(s) for s in sizes]
+
+
+def _sized_tree_starts(data: bytes, trees_at: int, value: str, name: str) -> list[int]:
+    """Where each tree's block starts when ``tree_sizes`` places the trees (after its
+    ``Tree=`` line)."""
+    starts = []
+    offset = trees_at
+    for t, size in enumerate(_sizes(value, name)):
+        line = next(_lines(data, offset), (offset, b""))[1] if offset < len(data) else None
+        if line is None:
+            raise ModelFileError(f"{name}: truncated LightGBM model text (tree_sizes places tree {t} past the end)")
+        if not line.startswith(b"Tree="):
+            raise ModelFileError(
+                f"{name}: ill-formed LightGBM model: tree_sizes does not match the tree blocks: it places tree {t} "
+                f"at byte {offset}, where no 'Tree=' line starts (LightGBM cannot load it either: 'Model format "
+                "error, expect a tree here'); remove the tree_sizes line or correct it"
+            )
+        starts.append(_after_line(data, offset + len(line)))
+        offset += size
+    return starts
+
+
+def _after_line(data: bytes, end: int) -> int:
+    """The offset after the line end at ``end`` (``Common::SkipNewLine``)."""
+    match = _NEWLINE.match(data, end)
+    return match.end() if match else end
+
+
+def _sequential_trees(data: bytes, trees_at: int, name: str) -> tuple[list[dict[str, str]], int]:
+    """Trees one after another (no ``tree_sizes``): a ``Tree=`` line, its block; blank lines
+    between; the first other line ends the trees."""
+    trees: list[dict[str, str]] = []
+    pos = trees_at
+    while pos < len(data):
+        line = next(_lines(data, pos))[1]
+        if not line:
+            pos = _after_line(data, pos)
+            continue
+        if not line.startswith(b"Tree="):
+            break
+        block, pos = _tree_block(data, _after_line(data, pos + len(line)), name, len(trees))
+        trees.append(block)
+    return trees, pos
+
+
+def _tree_block(data: bytes, start: int, name: str, t: int) -> tuple[dict[str, str], int]:
+    """Tree ``t``'s ``key=value`` lines from ``start`` up to a blank line (or 22 lines, as
+    LightGBM reads them), and where the block ends."""
+    block: dict[str, str] = {}
+    pos = start
+    for _ in range(_TREE_LINES):
+        if pos >= len(data):
+            raise ModelFileError(f"{name}: truncated LightGBM model text (tree {t} has no blank line after it)")
+        line = next(_lines(data, pos))[1]
+        if not line:
+            break
+        try:
+            key, sep, value = line.decode("utf-8").partition("=")
+        except UnicodeDecodeError as exc:
+            raise ModelFileError(f"{name}: tree {t}: not UTF-8 text ({exc.reason})") from exc
+        if not sep:
+            raise ModelFileError(f"{name}: tree {t}: expected key=value, found {key[:40]!r}")
+        block[key] = value
+        pos = _after_line(data, pos + len(line))
+    return block, pos
 
 
 def _get(block: dict[str, str], key: str, where: str) -> str:
@@ -143,6 +234,7 @@ def _get(block: dict[str, str], key: str, where: str) -> str:
 #: Numbers as LightGBM writes and reads them (ASCII only: Python alone would also take "1_000"
 #: or non-ASCII digits, which LightGBM reads differently).
 _INT = re.compile(r"[+-]?[0-9]+")
+_NOT_INT_CHAR = re.compile(r"[^0-9 +-]")
 _FLOAT = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|nan)", re.IGNORECASE)
 
 
@@ -157,6 +249,11 @@ def _numbers(block: dict[str, str], key: str, where: str, n: int, dtype: type) -
     text = _get(block, key, where).split()
     if len(text) != n:
         raise ModelFileError(f"{where}: ill-formed LightGBM model: {key} has {len(text)} values, expected {n}")
+    if dtype is int and text and not _NOT_INT_CHAR.search(" ".join(text)) and max(map(len, text)) <= 18:
+        try:  # the common case, at numpy's speed: a bitset can hold millions of words
+            return np.asarray(text, dtype=np.int64)
+        except ValueError:  # a sign inside a number: the message below names it
+            pass
     pattern = _INT if dtype is int else _FLOAT
     bad = next((v for v in text if not pattern.fullmatch(v) or (dtype is int and len(v) > 18)), None)
     if bad is not None:
@@ -165,9 +262,12 @@ def _numbers(block: dict[str, str], key: str, where: str, n: int, dtype: type) -
 
 
 def _bitset_values(words: np.ndarray) -> np.ndarray:
-    """The positions of the set bits of uint32 ``words`` (LightGBM's category bitsets)."""
-    bits = (words[:, None] >> np.arange(32, dtype=np.int64)) & 1
-    return np.flatnonzero(bits.ravel()).astype(np.float64)
+    """The positions of the set bits of uint32 ``words`` (LightGBM's category bitsets), read
+    from the nonzero words only."""
+    nonzero = np.flatnonzero(words)
+    bits = (words[nonzero, None] >> np.arange(32, dtype=np.int64)) & 1
+    word, bit = np.nonzero(bits)
+    return (nonzero[word] * 32 + bit).astype(np.float64)
 
 
 def _tree(block: dict[str, str], where: str) -> Tree:
@@ -175,16 +275,18 @@ def _tree(block: dict[str, str], where: str) -> Tree:
     if n_leaves < 1:
         raise ModelFileError(f"{where}: ill-formed LightGBM model: num_leaves {n_leaves}")
     n_int = n_leaves - 1
+    n_cat = _int(block, "num_cat", where)  # LightGBM needs it in every tree
     leaf_value = _numbers(block, "leaf_value", where, n_leaves, float)
     if n_int == 0:
-        return Tree(
+        tree = Tree(
             feature=np.zeros(0, np.int64), threshold=np.zeros(0), default_left=np.zeros(0, bool),
             left=np.zeros(0, np.int64), right=np.zeros(0, np.int64), value=leaf_value[:, None],
-            leaf_source_id=np.zeros(1, np.int64),
         )
+        return _with_leaf_extras(tree, block, where, np.zeros(1, np.int64))
     feature = _numbers(block, "split_feature", where, n_int, int)
     threshold = _numbers(block, "threshold", where, n_int, float)
-    dtype = _numbers(block, "decision_type", where, n_int, int)
+    # decision_type may be left out (LightGBM reads 0: numeric, missing type None, right)
+    dtype = _numbers(block, "decision_type", where, n_int, int) if "decision_type" in block else np.zeros(n_int, np.int64)
     left = _numbers(block, "left_child", where, n_int, int)
     right = _numbers(block, "right_child", where, n_int, int)
     if np.any((dtype < 0) | (dtype > 127)):
@@ -198,7 +300,7 @@ def _tree(block: dict[str, str], where: str) -> Tree:
         # Missing type None: NaN is replaced by 0, which then meets the threshold.
         default_left = np.where(missing == _MISSING_NONE, 0.0 <= threshold, default_left)
     default_left[is_cat] = False  # categorical: NaN (and anything not in the set) goes right
-    categories = _categories(block, where, threshold, is_cat)
+    categories = _categories(block, where, n_cat, threshold, is_cat)
     # Node space for tree_from_nodes: internal nodes 0..I-1, leaf j at I + j.
     n = n_int + n_leaves
     ref = lambda c: np.where(c >= 0, c, n_int + (-1 - c))  # noqa: E731
@@ -219,28 +321,31 @@ def _tree(block: dict[str, str], where: str) -> Tree:
     if tree.n_internal != n_int or tree.n_leaves != n_leaves:
         raise ModelFileError(f"{where}: ill-formed LightGBM model: some nodes are not reachable from the root")
     assert tree.leaf_source_id is not None  # (tree_from_nodes numbers the leaves)
-    order = tree.leaf_source_id - n_int  # LightGBM's leaf index of each IR leaf
+    return _with_leaf_extras(tree, block, where, tree.leaf_source_id - n_int)
+
+
+def _with_leaf_extras(tree: Tree, block: dict[str, str], where: str, order: np.ndarray) -> Tree:
+    """``tree`` with LightGBM's leaf index of each IR leaf (``order``) and its linear leaves, if
+    any (a one-leaf linear tree too: LightGBM predicts its constant and terms)."""
     extras: dict[str, Any] = {"leaf_source_id": order}
     linear = block.get("is_linear", "0")
     if linear not in ("0", "1"):
         raise ModelFileError(f"{where}: ill-formed LightGBM model: is_linear must be 0 or 1")
     if linear == "1":
-        extras.update(_linear(block, where, n_leaves, order))
+        extras.update(_linear(block, where, tree.n_leaves, order))
     return dataclasses.replace(tree, **extras)
 
 
-def _categories(block: dict[str, str], where: str, threshold: np.ndarray, is_cat: np.ndarray) -> dict[int, np.ndarray]:
-    n_cat = _int(block, "num_cat", where) if "num_cat" in block else 0
+def _categories(
+    block: dict[str, str], where: str, n_cat: int, threshold: np.ndarray, is_cat: np.ndarray
+) -> dict[int, np.ndarray]:
+    """Per categorical node, the category codes its bitset holds (only the set bits are kept:
+    a bitset spanning millions of codes costs what its set bits cost)."""
     if not is_cat.any():
         return {}
     bounds = _numbers(block, "cat_boundaries", where, n_cat + 1, int)
     if bounds[0] != 0 or np.any(np.diff(bounds) < 0):
         raise ModelFileError(f"{where}: ill-formed LightGBM model: cat_boundaries must rise from 0")
-    if bounds[-1] > MAX_BITSET_WORDS:
-        raise UnsupportedModelError(
-            f"{where}: categorical bitsets of {bounds[-1]} words ({32 * bounds[-1]} categories); "
-            f"at most {MAX_BITSET_WORDS} words are supported"
-        )
     words = _numbers(block, "cat_threshold", where, int(bounds[-1]), int)
     if np.any((words < 0) | (words >= 2**32)):
         raise ModelFileError(f"{where}: ill-formed LightGBM model: cat_threshold words must be uint32")
@@ -309,14 +414,17 @@ def _as_wrapper(kind: str, obj: Objective, wrapper: str | None, name: str) -> Ob
 
 
 def from_text(
-    text: str, name: str = "LightGBM model", classes: np.ndarray | None = None, wrapper: str | None = None
+    text: str | bytes, name: str = "LightGBM model", classes: np.ndarray | None = None, wrapper: str | None = None
 ) -> Ensemble:
     """The IR of a LightGBM model text; ``wrapper``: the sklearn class that holds it, if any."""
     model = parse_text(text, name)
     header = model.header
     n_features = _int(header, "max_feature_idx", name) + 1
-    k = _int(header, "num_tree_per_iteration", name)
-    kind, obj, _ = _objective(_get(header, "objective", name), name)
+    k = _int(header, "num_tree_per_iteration" if "num_tree_per_iteration" in header else "num_class", name)
+    if "objective" in header:
+        kind, obj, _ = _objective(header["objective"], name)
+    else:  # LightGBM predicts the raw score of a model text without an objective
+        kind, obj = "without objective", _REG
     obj = _as_wrapper(kind, obj, wrapper, name)
     if k < 1 or len(model.trees) % k or not model.trees:
         raise ModelFileError(
@@ -325,18 +433,17 @@ def from_text(
     if (obj.link is Link.LOGISTIC and k != 1) or (obj.task is Task.CLASSIFICATION and obj.link is not Link.LOGISTIC and k < 2):
         raise ModelFileError(f"{name}: ill-formed LightGBM model: {kind} with {k} trees per iteration")
     trees = tuple(_tree(block, f"{name}: tree {t}") for t, block in enumerate(model.trees))
-    _check_tree_sizes(model)
-    names = header.get("feature_names", "").split() or None
-    if names is not None and len(names) != n_features:
-        raise ModelFileError(f"{name}: ill-formed LightGBM model: {len(names)} feature_names for {n_features} features")
+    names = header["feature_names"].split()
+    for key, values in (("feature_names", names), ("feature_infos", header["feature_infos"].split())):
+        if len(values) != n_features:  # LightGBM: "Wrong size of ..."
+            raise ModelFileError(f"{name}: ill-formed LightGBM model: {len(values)} {key} for {n_features} features")
     common: dict[str, Any] = dict(
         trees=trees, n_features=n_features, n_outputs=k,
         output_index=np.arange(len(trees), dtype=np.int64) % k,
         comparison=Comparison.LE, source_dtype=np.dtype(np.float64),
         aggregation=Aggregation.MEAN if "average_output" in header else Aggregation.SUM,
         base_score=np.zeros(k), link=obj.link, task=obj.task,
-        feature_names=tuple(names) if names else None,
-        source=f"lightgbm {kind}", zero_band=ZERO_THRESHOLD, category_codes=CategoryCodes.TRUNCATE,
+        feature_names=tuple(names), source=f"lightgbm {kind}", zero_band=ZERO_THRESHOLD, category_codes=CategoryCodes.TRUNCATE,
     )
     if obj.task is Task.CLASSIFICATION:
         n_classes = 2 if obj.link is Link.LOGISTIC else k

@@ -241,10 +241,10 @@ def _load_lightgbm_text(path: Path) -> Any:
     from tree2mat.frontends.lightgbm import from_text
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = path.read_bytes()  # as LightGBM reads it: tree_sizes count bytes, line ends included
+    except OSError as exc:
         raise ModelFileError(f"{path}: not a readable LightGBM model text: {exc}") from exc
     try:
-        return from_text(text, str(path))
+        return from_text(data, str(path))
     except MALFORMED as exc:
         raise ModelFileError(f"{path}: ill-formed LightGBM model text: {type(exc).__name__}: {exc}") from exc

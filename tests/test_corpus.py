@@ -1,0 +1,75 @@
+"""The corpus: real model files from the libraries' own repositories (fixtures/corpus/, origin and
+license of each in fixtures/SOURCES.md), kept compressed (``.xz``) where they are large. Each is
+loaded by the library itself: where the library loads it, ``tree2mat convert`` writes a graph and
+``tree2mat verify --json -`` passes against the library's own predictions (threshold, NaN, inf
+rows) with nothing but the JSON report on stdout; where the library refuses it, tree2mat refuses
+it too, in one line naming why, and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import warnings
+from pathlib import Path
+
+import pytest
+
+from tree2mat.cli import main
+from tree2mat.frontends import loading
+
+CORPUS = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "corpus").iterdir())
+
+
+def _unpacked(path: Path, tmp_path: Path) -> Path:
+    """The file as the library wrote it (``.xz`` unpacked), under its own name."""
+    if path.suffix != ".xz":
+        return path
+    out = tmp_path / path.stem
+    out.write_bytes(lzma.decompress(path.read_bytes()))
+    return out
+
+
+def _library_loads(path: Path) -> bool:
+    """Whether the library that wrote ``path`` loads it (its own loader, not tree2mat's)."""
+    kind = loading.file_kind(path)
+    if kind == loading.LIGHTGBM_TEXT:  # (also the early texts headed "gbdt")
+        import lightgbm
+
+        try:
+            lightgbm.Booster(model_file=str(path))
+        except lightgbm.basic.LightGBMError:
+            return False
+        return True
+    import xgboost
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "Unknown file format ... as a guess"
+            xgboost.Booster(model_file=str(path))
+    except xgboost.core.XGBoostError:
+        return False
+    return True
+
+
+def test_corpus_is_there():
+    assert CORPUS, "fixtures/corpus is empty"
+    listed = (CORPUS[0].parent.parent / "SOURCES.md").read_text()
+    missing = [p.name for p in CORPUS if p.name not in listed]
+    assert not missing, f"files without their origin in fixtures/SOURCES.md: {missing}"
+
+
+@pytest.mark.parametrize("packed", CORPUS, ids=lambda p: p.name)
+def test_corpus_file(packed, tmp_path, capsys):
+    path = _unpacked(packed, tmp_path)
+    out = tmp_path / "model.onnx"
+    code = main(["convert", str(path), "-o", str(out)])
+    captured = capsys.readouterr()
+    if not _library_loads(path):
+        assert code == 2 and not out.exists()
+        assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured.err
+        return
+    assert code == 0, captured.err
+    assert main(["verify", str(path), str(out), "--json", "-"]) == 0
+    report = json.loads(capsys.readouterr().out)  # stdout holds the report and nothing else
+    assert report["passed"] and report["rows"] > 1000
+    assert not any("no original library model" in note for note in report["notes"]), report["notes"]
