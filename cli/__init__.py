@@ -143,6 +143,7 @@ def written(onx: Any, output: Path, size: int) -> dict[str, Any]:
         "nodes": sum(1 for _ in all_nodes(onx.graph)),
         "inputs": [_io(i) for i in onx.graph.input],
         "outputs": [_io(o) for o in onx.graph.output],
+        "categories": json.loads(meta["tree2mat.categories"]) if "tree2mat.categories" in meta else None,
     }
 
 
@@ -331,6 +332,11 @@ def _summary_text(info: dict[str, Any]) -> str:
     lines = []
     for key, value in info.items():
         if key in ("forms", "auto"):
+            continue
+        if key == "categories":
+            for col in value:
+                codes = ", ".join(f"{label}={code}" for code, label in enumerate(col["categories"]))
+                lines.append(f"categories of column {col['column']}{' (' + col['name'] + ')' if col['name'] else ''}: {codes}")
             continue
         if isinstance(value, dict):
             value = ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items())

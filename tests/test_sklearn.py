@@ -263,15 +263,6 @@ def test_hist_gradient_boosting_categorical_from_pandas():
     np.testing.assert_allclose(got["probabilities"], model.predict_proba(ref_frame), rtol=1e-6, atol=1e-9)
 
 
-def test_hist_gradient_boosting_string_categories_are_refused():
-    pd = pytest.importorskip("pandas")
-    rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"a": rng.normal(size=200), "b": pd.Categorical(rng.choice(["x", "y", "z"], 200))})
-    model = E.HistGradientBoostingClassifier(max_iter=3).fit(frame, rng.integers(0, 2, 200))
-    with pytest.raises(UnsupportedModelError, match="non-numeric categories"):
-        tree2mat.convert(model)
-
-
 # ------------------------------------------------------------------ labels and multi-output
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -147,6 +148,7 @@ def convert(
         "tree2mat.exact": str(int(FORMS[form].exact)),
         **({"tree2mat.matmul": opts.matmul} if opts.matmul != "float32" else {}),
         **({"tree2mat.auto": reason} if reason is not None else {}),
+        **({"tree2mat.categories": json.dumps(ens.category_table())} if ens.category_labels else {}),
     })
     return _checked(model, step)
 

@@ -11,14 +11,19 @@ maps: pages of a mapped file count in the process's resident memory.
   or not); a column-major one is read whole.
 - ``.csv``: comma-separated numbers, an optional header line, empty cells are missing values.
 - ``.parquet``: numeric columns, in batches of rows (pyarrow, the ``data`` extra).
+
+A model whose categorical columns hold named categories (``Ensemble.category_labels``) takes
+those columns of a ``.csv`` or ``.parquet`` file as the names (:func:`encoder`): each becomes its
+code; a name the model never saw, and an empty cell, become NaN (no known category).
 """
 
 from __future__ import annotations
 
+import csv
 import itertools
 import warnings
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -36,13 +41,15 @@ MAX_HEADER_BYTES = 10_000
 class Rows:
     """A source of rows [N, F]. ``n_rows`` is None until known (a .csv, before its end);
     ``fraction_read`` says how far :meth:`chunks` has got (0 to 1): the rows yielded so far
-    (``_done``) of ``n_rows``; by bytes for a .csv."""
+    (``_done``) of ``n_rows``; by bytes for a .csv. ``names``: for the chunk last yielded, the
+    cells of each column of named categories as the file holds them (empty: none)."""
 
     name: str
     n_features: int
     n_rows: int | None
     dtype: np.dtype
     _done: int = 0
+    names: dict[int, np.ndarray] = {}  # noqa: RUF012 (replaced, never changed in place)
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -67,19 +74,46 @@ class ArrayRows(Rows):
             yield self.X[start:start + rows]
 
 
-def open_rows(path: str | Path) -> Rows:
-    """The rows of a data file (only its header is read here)."""
+Labels = Mapping[int, Sequence[Any]]
+
+
+def encoder(labels: Sequence[Any]) -> Callable[[Any], float]:
+    """A cell (text, or a value read from parquet) to the code of the category it names: its
+    position in ``labels``; NaN for an empty cell or a name not among them. Numbers name numeric
+    labels by value ("2.0" is the category 2)."""
+    by_name = {str(label): float(i) for i, label in enumerate(labels)}
+    by_value = {float(label): float(i) for i, label in enumerate(labels) if not isinstance(label, str)}
+
+    def code(cell: Any) -> float:
+        if cell is None or (isinstance(cell, float) and np.isnan(cell)):
+            return np.nan
+        text = cell if isinstance(cell, str) else str(cell)  # a name matches exactly, as in pandas
+        if text in by_name:
+            return by_name[text]
+        try:
+            return by_value.get(float(text), np.nan)
+        except ValueError:
+            return np.nan
+
+    return code
+
+
+def open_rows(path: str | Path, labels: Labels | None = None) -> Rows:
+    """The rows of a data file (only its header is read here); ``labels``: per column whose
+    categories are named, the names (their positions are the codes the rows get)."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file")
     if not path.is_file():
         raise DataError(f"{path}: not a regular file")
     suffix = path.suffix.lower()
-    kinds = {".npy": _NpyRows, ".npz": _NpzRows, ".csv": _CsvRows, ".parquet": _ParquetRows}
+    kinds: dict[str, Callable[[Path, Labels], Rows]] = {
+        ".npy": lambda p, _: _NpyRows(p), ".npz": lambda p, _: _NpzRows(p), ".csv": _CsvRows, ".parquet": _ParquetRows,
+    }
     if suffix not in kinds:
         raise DataError(f"{path}: unknown data file type {suffix!r}; supported: {', '.join(DATA_SUFFIXES)}")
     try:
-        return kinds[suffix](path)
+        return kinds[suffix](path, labels or {})
     except DataError:
         raise
     except Exception as exc:  # numpy, zipfile and pyarrow raise many types on broken files
@@ -211,25 +245,25 @@ class _NpzRows(Rows):
 class _CsvRows(Rows):
     dtype = np.dtype(np.float64)
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, labels: Labels) -> None:
         self.name, self.path = str(path), path
         self.size = max(path.stat().st_size, 1)
+        self.labels = labels
         with path.open("rb") as fh:
             first = _csv_line(fh, self.name).decode("utf-8")
         if not first.strip():
             raise DataError(f"{path}: data must be a non-empty 2-D array [rows, features], got an empty file")
-        try:
-            [float(tok) for tok in first.strip().split(",")]
-            self.header = False
-        except ValueError:
-            self.header = True
-        self.n_features = len(first.split(","))
+        cells = first.strip().split(",")
+        self.header = _is_header(cells, labels)
+        self.n_features = len(cells)
         self.n_rows = None
         self._read = 0
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
         def cell(text: str) -> float:
             return float(text.strip() or "nan")  # an empty cell is a missing value
+
+        converters = {j: encoder(names) for j, names in self.labels.items() if j < self.n_features}
 
         seen = 0
         with self.path.open("rb") as fh:
@@ -246,7 +280,10 @@ class _CsvRows(Rows):
                     continue
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    X = np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2, converters=cell)
+                    if converters:
+                        X = self._named_rows(lines, converters, cell, seen)
+                    else:
+                        X = np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2, converters=cell)
                 if X.shape[1] != self.n_features:
                     raise DataError(
                         f"{self.name}: row {seen + 1} onwards has {X.shape[1]} columns, the first line {self.n_features}"
@@ -255,9 +292,31 @@ class _CsvRows(Rows):
                 yield X
         self.n_rows = seen
 
+    def _named_rows(self, lines: list[str], converters: dict[int, Callable[[Any], float]], cell: Callable[[str], float], seen: int) -> np.ndarray:
+        """Rows with named categories (read as CSV, quotes and all): numbers, and the codes of
+        the names; the names as read kept in ``names``."""
+        table = list(csv.reader(lines))
+        if any(len(row) != self.n_features for row in table):
+            raise DataError(f"{self.name}: row {seen + 1} onwards has a row of another width than the first line's {self.n_features}")
+        self.names = {j: np.asarray([row[j] if row[j] else None for row in table], object) for j in converters}
+        return np.asarray([[converters[j](v) if j in converters else cell(v) for j, v in enumerate(row)] for row in table], np.float64)
+
     @property
     def fraction_read(self) -> float:
         return min(self._read / self.size, 1.0)
+
+
+def _is_header(cells: list[str], labels: Labels) -> bool:
+    """Whether a first line is a header: a numeric column holds no number there (named
+    categories are text); with only named columns, one names no category."""
+    numeric = [tok for j, tok in enumerate(cells) if j not in labels]
+    if not numeric:
+        return not all(np.isfinite(encoder(labels[j])(tok)) for j, tok in enumerate(cells))
+    try:
+        [float(tok) for tok in numeric]
+    except ValueError:
+        return True
+    return False
 
 
 def _csv_line(fh: IO[bytes], name: str) -> bytes:
@@ -274,8 +333,8 @@ def _csv_line(fh: IO[bytes], name: str) -> bytes:
 class _ParquetRows(Rows):
     dtype = np.dtype(np.float64)
 
-    def __init__(self, path: Path) -> None:
-        self.name, self.path = str(path), path
+    def __init__(self, path: Path, labels: Labels) -> None:
+        self.name, self.path, self.labels = str(path), path, labels
         try:
             import pyarrow.parquet as pq
         except ImportError as exc:
@@ -284,7 +343,7 @@ class _ParquetRows(Rows):
         schema = self.file.schema_arrow
         import pyarrow.types as pt
 
-        bad = [f.name for f in schema if not (pt.is_integer(f.type) or pt.is_floating(f.type) or pt.is_boolean(f.type))]
+        bad = [f.name for j, f in enumerate(schema) if j not in labels and not (pt.is_integer(f.type) or pt.is_floating(f.type) or pt.is_boolean(f.type))]
         if bad:
             raise DataError(f"{path}: non-numeric columns {bad[:5]}")
         self.n_rows, self.n_features = int(self.file.metadata.num_rows), len(schema)
@@ -293,6 +352,13 @@ class _ParquetRows(Rows):
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
         for batch in self.file.iter_batches(batch_size=rows):
-            X = batch.to_pandas().to_numpy(dtype=np.float64, na_value=np.nan)  # nulls: missing values
+            frame = batch.to_pandas()
+            self.names = {}
+            for j, names in self.labels.items():
+                if j < frame.shape[1]:
+                    code = encoder(names)
+                    self.names[j] = frame.iloc[:, j].astype(object).to_numpy()
+                    frame.isetitem(j, np.asarray([code(v) for v in self.names[j]], np.float64))
+            X = frame.to_numpy(dtype=np.float64, na_value=np.nan)  # nulls: missing values
             self._done += batch.num_rows
             yield X

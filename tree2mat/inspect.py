@@ -42,6 +42,8 @@ def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY) -> dict[st
     }
     if ens.classes:
         info["classes"] = [c.tolist() for c in ens.classes]
+    if ens.category_labels:
+        info["categories"] = ens.category_table()
     info["forms"] = {
         name: {
             "exact": spec.exact,

@@ -32,7 +32,7 @@ from tree2mat.errors import DataError, DeviceUnavailableError, ModelFileError, O
 from tree2mat.forms import FORMS
 from tree2mat.forms._layout import EXIT_LEAVES, leaf_ids_of
 from tree2mat.ir import evaluate
-from tree2mat.ir.core import CategoryCodes, Ensemble, Tree
+from tree2mat.ir.core import CategoryCodes, Ensemble, Tree, category_codes
 from tree2mat.ir.thresholds import compare_dtype, float32_neighbours, graph_thresholds
 from tree2mat.runtimes import RUNTIMES
 
@@ -666,7 +666,8 @@ def verify(
         X, kinds = synthesize(ens, rows, dtype=in_dtype, seed=seed)
         source: Rows = ArrayRows(X, "synthesized rows")
     else:
-        source = open_rows(data) if isinstance(data, (str, Path)) else ArrayRows(data)
+        labels = dict(ens.category_labels) if pipeline is None else None
+        source = open_rows(data, labels) if isinstance(data, (str, Path)) else ArrayRows(data)
         if source.n_features != n_in:
             raise DataError(f"data has shape ({source.n_rows if source.n_rows is not None else 'N'}, {source.n_features}); "
                             f"the model expects [N, {n_in}]")
@@ -702,7 +703,7 @@ def verify(
     done = 0
     for X in read_chunks(source, data_rows):
         X = _data_rows(X, in_dtype) if data is not None else X
-        expected, X_tree = _expected(model, ens, X, raw, pipeline)
+        expected, X_tree = _expected(model, ens, X, raw, pipeline, source.names)
         leaves_ref = evaluate.apply(ens, X_tree) if routing else None
         for runner, dev, walk, rows_per_run in runners:
             got = runner.run(X, rows_per_run)
@@ -783,7 +784,45 @@ def _data_rows(X: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return np.ascontiguousarray(X, dtype)
 
 
-def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool, pipeline: Any = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def labelled_frame(ens: Ensemble, X: np.ndarray, names: dict[int, np.ndarray] | None = None) -> Any:
+    """``X`` as the DataFrame the model was fitted on: columns named by the model's feature
+    names, each column with named categories a pandas ``Categorical`` of the model's categories:
+    of the cells as the user's file holds them (``names``: pandas, not tree2mat, matches them to
+    the categories), else of the codes in ``X`` (code ``c`` names ``labels[c]``, codes taken as
+    the model takes them; any other value, NaN)."""
+    import pandas as pd
+
+    columns = list(ens.feature_names) if ens.feature_names else [f"f{j}" for j in range(ens.n_features)]
+    frame = pd.DataFrame(X, columns=columns)
+    for j, labels in ens.category_labels:
+        if names and j in names:
+            cells = pd.Series(_as_labels(names[j], labels), dtype=object)
+            frame[columns[j]] = pd.Categorical(cells.where(cells.isin(list(labels))), categories=list(labels))
+            continue
+        codes = category_codes(np.asarray(X[:, j], np.float64), ens.category_codes)
+        with np.errstate(invalid="ignore"):
+            known = (codes >= 0) & (codes < len(labels)) & (codes == np.trunc(codes))
+        codes = np.where(known, codes, -1).astype(np.int64)
+        frame[columns[j]] = pd.Categorical.from_codes(codes, categories=list(labels))
+    return frame
+
+
+def _as_labels(cells: np.ndarray, labels: tuple[Any, ...]) -> list[Any]:
+    """Cells of a file as values of the labels' type: numbers where the labels are numbers
+    (a CSV holds "2", the category is 2), as they are otherwise."""
+    if all(isinstance(v, str) for v in labels):
+        return list(cells)
+
+    def number(v: Any) -> Any:
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return v
+
+    return [number(v) for v in cells]
+
+
+def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool, pipeline: Any = None, names: dict[int, np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The outputs the graph must reproduce on ``X`` (the library's own, or the reference
     evaluator's when there is no library model), and the rows as the trees take them.
     ``pipeline``: the pipeline whose last step is ``model``; its other steps transform ``X``
@@ -797,6 +836,9 @@ def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool, pipeline: Any
             warnings.simplefilter("ignore", UserWarning)  # e.g. "X does not have valid feature names"
             if pipeline is not None and len(pipeline.steps) > 1:
                 X = pipeline[:-1].transform(pipelines.as_fitted(pipeline, X))
+            if pipeline is None and ens.category_labels:  # the library encodes the names itself
+                out = frontends.frontend_for(model).reference_outputs(model, labelled_frame(ens, X, names), raw, ens)
+                return out, X
             out = frontends.frontend_for(model).reference_outputs(model, X, raw, ens)
             return out, np.asarray(X.toarray() if hasattr(X, "toarray") else X)  # (sparse from a one-hot encoder)
     except Exception as exc:  # the library refuses the rows (inf, NaN where unsupported, ...)

@@ -14,6 +14,7 @@ divides by the number of iterations.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -438,7 +439,7 @@ def from_text(
         if len(values) != n_features:  # LightGBM: "Wrong size of ..."
             raise ModelFileError(f"{name}: ill-formed LightGBM model: {len(values)} {key} for {n_features} features")
     common: dict[str, Any] = dict(
-        trees=trees, n_features=n_features, n_outputs=k,
+        trees=trees, n_features=n_features, n_outputs=k, category_labels=pandas_categories(model),
         output_index=np.arange(len(trees), dtype=np.int64) % k,
         comparison=Comparison.LE, source_dtype=np.dtype(np.float64),
         aggregation=Aggregation.MEAN if "average_output" in header else Aggregation.SUM,
@@ -452,6 +453,32 @@ def from_text(
         if obj.link is Link.LOGISTIC:
             common.update(label_rule=LabelRule.NON_NEGATIVE, label_cutoff=binary_cutoff())
     return Ensemble(**common).validate()
+
+
+def pandas_categories(model: ModelText) -> tuple[tuple[int, tuple[str | int | float, ...]], ...]:
+    """The category labels of the pandas ``category`` columns a model was fitted on: the text's
+    last line ``pandas_categorical:`` (JSON, written by LightGBM's Python package: per category
+    column in DataFrame order, its categories; a value's code is its position) laid on the
+    categorical features its ``[categorical_feature: ...]`` parameter lists. Where the two do not
+    pair up one to one (categorical features besides the pandas ones) there are no labels: the
+    graph still takes LightGBM's codes."""
+    line = next((ln for ln in model.rest.splitlines() if ln.startswith("pandas_categorical:")), None)
+    if line is None:
+        return ()
+    try:
+        lists = json.loads(line[len("pandas_categorical:") :])
+    except ValueError as exc:
+        raise ModelFileError(f"{model.name}: ill-formed LightGBM model: pandas_categorical is not JSON ({exc})") from exc
+    if lists is None:
+        return ()
+    params = re.search(r"(?m)^\[categorical_feature: ([0-9,]*)\]\s*$", model.rest)
+    columns = [int(c) for c in params.group(1).split(",") if c] if params else []
+    if not isinstance(lists, list) or len(columns) != len(lists) or not all(isinstance(v, list) and v for v in lists):
+        return ()
+    for values in lists:  # booleans and the like: no names (the graph takes their codes)
+        if any(isinstance(v, bool) or not isinstance(v, (str, int, float)) for v in values) or len(set(values)) != len(values):
+            return ()
+    return tuple((c, tuple(v)) for c, v in zip(columns, lists))
 
 
 def binary_cutoff() -> float:

@@ -166,14 +166,20 @@ def _gradient_boosting(model: Any) -> Ensemble:
     ).validate()
 
 
-def _hgb_columns(model: Any) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-    """Map HGB's internal columns to input columns; category values per internal column."""
+Labels = tuple[tuple[int, tuple[str | int | float, ...]], ...]
+
+
+def _hgb_columns(model: Any) -> tuple[np.ndarray, dict[int, np.ndarray], Labels]:
+    """Map HGB's internal columns to input columns; the values the graph takes for each
+    internal categorical column's categories (in its encoder's order); the labels of input
+    columns with non-numeric categories, whose values are then the codes (positions)."""
     n = int(model.n_features_in_)
     pre = getattr(model, "_preprocessor", None)
     if pre is None:
-        return np.arange(n), {}
+        return np.arange(n), {}, ()
     order = np.zeros(n, np.int64)
     cats: dict[int, np.ndarray] = {}
+    labels: list[tuple[int, tuple[str | int | float, ...]]] = []
     for name, trans, cols in pre.transformers_:
         if name == "remainder":
             continue
@@ -183,14 +189,22 @@ def _hgb_columns(model: Any) -> tuple[np.ndarray, dict[int, np.ndarray]]:
         if name == "encoder":
             for j, values in zip(out, trans.categories_):
                 values = np.asarray(values)
-                if values.dtype.kind not in "iuf":
+                if values.dtype.kind in "iuf":
+                    values = values.astype(np.float64)
+                    cats[int(j)] = values[~np.isnan(values)]
+                    continue
+                # NaN is no category (its code is NaN); None, in an object column, is one: refused below
+                known = [v for v in values.tolist() if not (isinstance(v, float) and np.isnan(v))]
+                if not all(isinstance(v, str) for v in known):
                     raise UnsupportedModelError(
-                        f"{_name(model)}: categorical column {int(order[j])} has non-numeric "
-                        f"categories ({values.dtype}); encode them as numbers before fitting"
+                        f"{_name(model)}: categorical column {int(order[j])} has categories of mixed or "
+                        f"unsupported types ({sorted({type(v).__name__ for v in known})}); strings or numbers are supported"
                     )
-                values = values.astype(np.float64)
-                cats[int(j)] = values[~np.isnan(values)]
-    return order, cats
+                # The graph takes the code (position) of a category named by a string.
+                cats[int(j)] = np.arange(len(known), dtype=np.float64)
+                labels.append((int(order[j]), tuple(known)))
+    return order, cats, tuple(sorted(labels))
+
 
 
 def _hgb_tree(model: Any, predictor: Any, order: np.ndarray, cats: dict[int, np.ndarray]) -> Tree:
@@ -214,7 +228,7 @@ def _hgb_tree(model: Any, predictor: Any, order: np.ndarray, cats: dict[int, np.
 
 def _hist_gradient_boosting(model: Any) -> Ensemble:
     name = _name(model)
-    order, cats = _hgb_columns(model)
+    order, cats, labels = _hgb_columns(model)
     trees, index = [], []
     for iteration in model._predictors:
         for j, predictor in enumerate(iteration):
@@ -229,7 +243,7 @@ def _hist_gradient_boosting(model: Any) -> Ensemble:
         raise UnsupportedModelError(f"{name} with loss {model.loss!r} ({link_name}) is not supported")
     # Its OrdinalEncoder refuses +-inf in categorical columns (numeric ones take it).
     finite = tuple(sorted(int(order[j]) for j in cats))
-    common = dict(_common(model), accepts_nan=True, accepts_inf=True, finite_features=finite)
+    common = dict(_common(model), accepts_nan=True, accepts_inf=True, finite_features=finite, category_labels=labels)
     is_clf = hasattr(model, "classes_")
     return Ensemble(
         trees=tuple(trees), n_outputs=k, output_index=np.asarray(index), comparison=Comparison.LE,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -350,6 +351,10 @@ class Ensemble:
     - ``zero_band``: inputs with ``|x| <= zero_band`` become 0 before anything else (LightGBM
       drops values within 1e-35 of zero); 0 for none. ``category_codes``: how categorical nodes
       map values to category codes.
+    - ``category_labels``: per categorical input column whose categories the model knows by
+      name (a pandas ``category`` column of strings, as scikit-learn, LightGBM and XGBoost
+      encode it), ``(column, labels)``: category ``labels[c]`` is code ``c``, the number the
+      trees (and the graph) take; any other value, and NaN, is no known category.
     - ``accepts_nan`` / ``accepts_inf``: whether the source model accepts such inputs, and
       ``finite_features``: features where it refuses +-inf even so (``verify`` only feeds the
       source what it accepts).
@@ -378,10 +383,21 @@ class Ensemble:
     label_cutoff: float = 0.0
     zero_band: float = 0.0
     category_codes: CategoryCodes = CategoryCodes.EXACT
+    category_labels: tuple[tuple[int, tuple[str | int | float, ...]], ...] = ()
 
     @property
     def n_trees(self) -> int:
         return len(self.trees)
+
+    def category_table(self) -> list[dict[str, Any]]:
+        """The codes the graph takes for named categories: per such input column, its index,
+        name and categories (the code of each is its position; anything else, and NaN, is no
+        known category). The graph's metadata holds it as ``tree2mat.categories`` (JSON);
+        ``convert --json`` and ``inspect`` show it."""
+        return [
+            {"column": j, "name": self.feature_names[j] if self.feature_names else None, "categories": list(labels)}
+            for j, labels in self.category_labels
+        ]
 
     def tree_depths(self) -> np.ndarray:
         """Each tree's depth, its deepest leaf's (0 for a single leaf), int64 [T]."""
@@ -412,6 +428,7 @@ class Ensemble:
             raise InvalidTreeError(f"{len(self.feature_names)} feature names for {self.n_features} features")
         if any(not 0 <= f < self.n_features for f in self.finite_features):
             raise InvalidTreeError("finite_features must be feature indices")
+        self._validate_labels()
         if self.output_index.shape != (self.n_trees,):
             raise InvalidTreeError(f"output_index must have shape ({self.n_trees},)")
         if self.base_score.shape != (self.n_outputs,) or not np.all(np.isfinite(self.base_score)):
@@ -444,6 +461,17 @@ class Ensemble:
                 )
         self._validate_head()
         return self
+
+    def _validate_labels(self) -> None:
+        columns = [f for f, _ in self.category_labels]
+        if len(set(columns)) != len(columns) or any(not 0 <= f < self.n_features for f in columns):
+            raise InvalidTreeError("category_labels must name distinct feature indices")
+        for f, labels in self.category_labels:
+            kinds = {type(v) for v in labels}
+            if not labels or not kinds <= {str, int, float} or len(set(labels)) != len(labels):
+                raise InvalidTreeError(f"category labels of feature {f} must be distinct strings or numbers")
+            if any(isinstance(v, float) and not np.isfinite(v) for v in labels):
+                raise InvalidTreeError(f"category labels of feature {f} must be finite")
 
     def _validate_head(self) -> None:
         if self.task is Task.CLASSIFICATION:

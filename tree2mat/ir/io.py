@@ -90,6 +90,7 @@ def ensemble_to_dict(ens: Ensemble) -> dict[str, Any]:
         "label_cutoff": ens.label_cutoff,
         "zero_band": ens.zero_band,
         "category_codes": ens.category_codes.value,
+        "category_labels": [{"feature": f, "labels": list(labels)} for f, labels in ens.category_labels],
         "trees": [tree_dict(t) for t in ens.trees],
     }
 
@@ -190,10 +191,20 @@ def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemb
             label_cutoff=float(cutoff),
             zero_band=float(band),
             category_codes=CategoryCodes(doc.get("category_codes", "exact")),
+            category_labels=_labels(doc.get("category_labels", [])),
         ).validate()
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise ModelFileError(f"{name}: ill-formed tree2mat IR: {what}") from exc
+
+
+def _labels(value: Any) -> tuple[tuple[int, tuple[str | int | float, ...]], ...]:
+    if not isinstance(value, list) or not all(isinstance(v, dict) and isinstance(v.get("labels"), list) for v in value):
+        raise ValueError("category_labels must be a list of {feature, labels}")
+    for v in value:
+        if any(isinstance(label, bool) or not isinstance(label, (str, int, float)) for label in v["labels"]):
+            raise ValueError("category labels must be strings or numbers")
+    return tuple((_int(v.get("feature"), "category_labels.feature"), tuple(v["labels"])) for v in value)
 
 
 def _tree_from_dict(d: Any, where: str) -> Tree:

@@ -1,0 +1,138 @@
+"""Models fitted on DataFrames with string categories: scikit-learn's HistGradientBoosting with its
+default ``categorical_features="from_dtype"`` and LightGBM's pandas categorical columns. The graph
+takes each category's code (its position in the model's list, shown by ``convert --json``,
+``inspect`` and the graph's metadata); ``verify --data`` takes the user's CSV/parquet with the
+names and compares with the library predicting on the same names (pandas, not tree2mat, matching
+them to the model's categories)."""
+
+from __future__ import annotations
+
+import json
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+
+import tree2mat
+from tree2mat import data as data_module
+from tree2mat.cli import main
+from tree2mat.ir.io import dumps, ensemble_from_dict
+
+from conftest import run_onnx
+
+RNG = np.random.default_rng(0)
+CITIES = np.array(["oslo", "bergen", "rome", "lima", "são paulo"])
+N = 800
+
+
+def _frame(n: int, cities: np.ndarray = CITIES) -> pd.DataFrame:
+    return pd.DataFrame({
+        "x": RNG.normal(size=n),
+        "city": pd.Categorical(RNG.choice(cities, n), categories=sorted(CITIES)),
+        "size": pd.Categorical(RNG.choice([3, 1, 2], n)),
+        "z": RNG.normal(size=n),
+    })
+
+
+TRAIN = _frame(N)
+TARGET = (TRAIN.city.isin(["oslo", "lima"]) ^ (TRAIN.x > 0.5) ^ (TRAIN["size"] == 2)).astype(int).to_numpy()
+
+MODELS = {
+    "HistGradientBoostingClassifier": lambda: HistGradientBoostingClassifier(max_iter=8, random_state=0).fit(TRAIN, TARGET),
+    "HistGradientBoostingRegressor": lambda: HistGradientBoostingRegressor(max_iter=8, random_state=0).fit(TRAIN, TARGET + TRAIN.x),
+    "LGBMClassifier": lambda: lgb.LGBMClassifier(n_estimators=8, min_child_samples=5, verbose=-1, random_state=0).fit(TRAIN, TARGET),
+}
+
+
+def _user_rows(tmp_path, suffix: str) -> str:
+    """Rows as a user has them: names in text columns, an unseen city, an empty cell."""
+    rows = pd.DataFrame({
+        "x": RNG.normal(size=60),
+        "city": RNG.choice(np.r_[CITIES, ["paris", ""]], 60).astype(object),
+        "size": RNG.choice([1, 2, 3, 7], 60),
+        "z": RNG.normal(size=60),
+    })
+    path = tmp_path / f"rows{suffix}"
+    if suffix == ".csv":
+        rows.to_csv(path, index=False)
+    else:
+        rows.replace("", None).to_parquet(path)
+    return str(path)
+
+
+@pytest.fixture(params=list(MODELS), scope="module")
+def model(request):
+    return MODELS[request.param]()
+
+
+def test_labels_are_the_models_own(model):
+    ens = tree2mat.load(model)
+    labels = dict(ens.category_labels)
+    assert labels[1] == tuple(sorted(CITIES))
+    if isinstance(model, lgb.LGBMModel):  # LightGBM names integer categories too
+        assert labels[2] == (1, 2, 3)
+        assert list(model.booster_.pandas_categorical[0]) == list(labels[1])
+    else:
+        (encoder,) = [t for name, t, _ in model._preprocessor.transformers_ if name == "encoder"]
+        assert list(encoder.categories_[0]) == list(labels[1])
+    back = ensemble_from_dict(json.loads(dumps(ens)))
+    assert back.category_labels == ens.category_labels
+
+
+def test_graph_on_codes_matches_the_library_on_names(model):
+    ens = tree2mat.load(model)
+    onx = tree2mat.convert(model)
+    test = _frame(300)
+    test.loc[::7, "city"] = np.nan
+    codes = test.copy()
+    for j, labels in ens.category_labels:
+        col = test.columns[j]
+        codes[col] = pd.Categorical(test[col], categories=list(labels)).codes.astype(float)
+        codes.loc[codes[col] < 0, col] = np.nan
+    got = run_onnx(onx, codes.to_numpy(np.float32))
+    key = "label" if hasattr(model, "classes_") else "variable"
+    want = np.asarray(model.predict(test)).reshape(got[key].shape)
+    np.testing.assert_allclose(got[key], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_verify_takes_the_users_rows_with_names(model, tmp_path, capsys, suffix):
+    src = tmp_path / "model.joblib"
+    import joblib
+
+    joblib.dump(model, src)
+    out = tmp_path / "model.onnx"
+    assert main(["convert", str(src), "-o", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["categories"][0] == {"column": 1, "name": "city", "categories": sorted(CITIES)}
+    rows = _user_rows(tmp_path, suffix)
+    assert main(["verify", str(src), str(out), "--data", rows, "--json", "-"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["passed"] and report["rows"] == 60
+    assert main(["inspect", str(src)]) == 0
+    assert "categories of column 1 (city): bergen=0, lima=1, oslo=2, rome=3, são paulo=4" in capsys.readouterr().out
+
+
+def test_a_wrong_encoding_fails_verify(model, tmp_path, monkeypatch):
+    """verify compares with the library reading the names itself: codes one off are caught."""
+    rows = _user_rows(tmp_path, ".csv")
+    onx = tree2mat.convert(model)
+    assert tree2mat.verify(model, onx, data=rows).passed
+    right = data_module.encoder
+    monkeypatch.setattr(data_module, "encoder", lambda labels: lambda cell: (right(labels)(cell) + 1) % len(labels))
+    assert not tree2mat.verify(model, onx, data=rows).passed
+
+
+def test_lightgbm_text_keeps_the_names(tmp_path, capsys):
+    """A model text LightGBM's Python package saved carries the categories (its last line):
+    the text converts, and verify reads the user's names against the Booster loaded from it."""
+    model = MODELS["LGBMClassifier"]()
+    path = tmp_path / "model.txt"
+    model.booster_.save_model(str(path))
+    assert dict(tree2mat.load(path).category_labels)[1] == tuple(sorted(CITIES))
+    out = tmp_path / "model.onnx"
+    assert main(["convert", str(path), "-o", str(out)]) == 0
+    assert main(["verify", str(path), str(out), "--data", _user_rows(tmp_path, ".csv")]) == 0
+    assert "PASS" in capsys.readouterr().out
