@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import pickle
+from pathlib import Path
 
 import joblib
 import numpy as np
@@ -176,16 +177,19 @@ def test_native_files_are_read_by_their_contents_under_any_name(tmp_path, fixtur
 
 def test_other_names_are_refused_by_their_contents(tmp_path):
     """A pickle under another name is still a pickle (safe mode refuses it unread); XGBoost's
-    legacy binary ('binf' magic: a stand-in, no real file of that format is committed yet) is
-    refused by name with the way out; anything else names the formats tree2mat reads."""
+    legacy binary (a real one, written by XGBoost 0.90: fixtures/corpus, SOURCES.md) is refused
+    by name with the way out, under its own name and another; anything else names the formats
+    tree2mat reads."""
     model = RandomForestClassifier(n_estimators=3, random_state=0).fit(*load_wine(return_X_y=True))
     joblib.dump(model, tmp_path / "forest.model")
     assert tree2mat.load(tmp_path / "forest.model").n_trees == 3
     with tree2mat.safe_loading(), pytest.raises(ModelFileError, match="safe mode refuses pickle files"):
         tree2mat.load(tmp_path / "forest.model")
-    (tmp_path / "old.model").write_bytes(b"binf" + bytes(60))
-    with pytest.raises(UnsupportedModelError, match=r"XGBoost's legacy binary model format .* save_model\('model.json'\)"):
-        tree2mat.load(tmp_path / "old.model")
+    legacy = Path(__file__).resolve().parent.parent / "fixtures" / "corpus" / "xgboost-0.90.reg.bin"
+    (tmp_path / "old.model").write_bytes(legacy.read_bytes())
+    for path in (legacy, tmp_path / "old.model"):
+        with pytest.raises(UnsupportedModelError, match=r"XGBoost's legacy binary model format .* save_model\('model.json'\)"):
+            tree2mat.load(path)
     (tmp_path / "notes.model").write_text("hello\n")
     with pytest.raises(ModelFileError, match=r"unknown model file type '.model', and its contents are none"):
         tree2mat.load(tmp_path / "notes.model")

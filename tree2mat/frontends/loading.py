@@ -117,14 +117,15 @@ def file_kind(path: Path) -> str | None:
     XGBoost writes); None if none of those."""
     try:
         with open(path, "rb") as f:
-            head = f.read(64)
+            head = f.read(_LEGACY_HEAD)
     except OSError as exc:
         raise ModelFileError(f"{path}: cannot read: {exc}") from exc
     first = head.split(b"\n", 1)[0].strip()
     if first in (b"tree", b"gbdt"):
         return LIGHTGBM_TEXT
-    if head.startswith(b"binf"):
+    if head.startswith(b"binf") or _legacy_xgboost(head):
         return LEGACY_XGBOOST
+    head = head[:64]
     if len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:
         return PICKLE
     body = head.lstrip()
@@ -135,6 +136,28 @@ def file_kind(path: Path) -> str | None:
         if head[1:2] in (b"i", b"U", b"I", b"l", b"L", b"$", b"#", b"}"):
             return UBJSON
     return None
+
+
+#: Bytes read to recognise XGBoost's legacy binary: its 136-byte LearnerModelParam, then the
+#: objective's and the booster's names, each after a uint64 length.
+_LEGACY_HEAD = 136 + 8 + 64 + 8 + 8
+
+
+def _legacy_xgboost(head: bytes) -> bool:
+    """Whether ``head`` opens an XGBoost legacy binary model (before 1.0's JSON; written by
+    ``save_model`` to a name not ending in .json up to 1.x): the learner's parameters, then the
+    objective's name (e.g. ``reg:squarederror``) and the booster's (``gbtree``, ``gblinear`` or
+    ``dart``)."""
+    at = 136
+    if len(head) < at + 8:
+        return False
+    n = int.from_bytes(head[at : at + 8], "little")
+    objective = head[at + 8 : at + 8 + n]
+    if not 0 < n <= 64 or b":" not in objective or not objective.isascii():
+        return False
+    at += 8 + n
+    m = int.from_bytes(head[at : at + 8], "little")
+    return head[at + 8 : at + 8 + m] in (b"gbtree", b"gblinear", b"dart")
 
 
 def _load_pickle(path: Path) -> Any:

@@ -303,11 +303,11 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
     "GradientBoostingRegressor": EstimatorSpec("regression", "no (sklearn refuses NaN)", _GB_REG, _gradient_boosting),
     "HistGradientBoostingClassifier": EstimatorSpec(
         "classification", "NaN, +-inf",
-        "log_loss (binary, multiclass); categorical features (numeric categories)", _hist_gradient_boosting,
+        "log_loss (binary, multiclass); categorical features (numbers, or strings of a pandas category column)", _hist_gradient_boosting,
     ),
     "HistGradientBoostingRegressor": EstimatorSpec(
         "regression", "NaN, +-inf",
-        "squared_error, absolute_error, gamma, poisson, quantile; categorical features", _hist_gradient_boosting,
+        "squared_error, absolute_error, gamma, poisson, quantile; categorical features (numbers, or strings of a pandas category column)", _hist_gradient_boosting,
     ),
     "IsolationForest": EstimatorSpec(
         "outlier detection", "NaN, +-inf",
