@@ -266,22 +266,21 @@ def test_progress_bar_on_a_terminal_keeps_stdout_clean(models, tmp_path, capsys,
 
 
 def test_json_on_stdout_is_all_there_is_when_a_library_prints(tmp_path):
-    """`--json -` pipes into a parser even where LightGBM prints while loading a model: its
-    "Ignoring unrecognized parameter" warning (as it prints for older model texts; here a text
-    LightGBM wrote, given one parameter line LightGBM 4.7 does not know) goes to stderr."""
-    lgb = pytest.importorskip("lightgbm")
-    X, y = load_iris(return_X_y=True)
-    booster = lgb.train({"objective": "multiclass", "num_class": 3, "verbose": -1, "num_leaves": 7}, lgb.Dataset(X, y), 5)
-    text = booster.model_to_string()
-    assert "\nparameters:\n" in text
-    (tmp_path / "old.txt").write_text(text.replace("\nparameters:\n", "\nparameters:\n[some_removed_parameter: 3]\n"))
-    path = str(tmp_path / "old.txt")
+    """`--json -` pipes into a parser even where LightGBM prints while loading a model: a real
+    LightGBM v3 text from LightGBM's repository (fixtures/SOURCES.md) whose parameters LightGBM
+    4.7 no longer knows; its "Ignoring unrecognized parameter" warnings, printed by native code,
+    go to stderr."""
+    pytest.importorskip("lightgbm")
+    path = str(Path(__file__).resolve().parent.parent / "fixtures" / "corpus" / "lightgbm-2021-04-16-tests-python_package_test-temp_model.txt")
+    # LightGBM itself prints the warnings on stdout
+    load = subprocess.run([sys.executable, "-c", f"import lightgbm; lightgbm.Booster(model_file={path!r})"], capture_output=True, text=True)
+    assert "Ignoring unrecognized parameter" in load.stdout, load.stdout + load.stderr
     env = dict(os.environ)
     run = subprocess.run([str(BIN / "tree2mat"), "convert", path, "-o", str(tmp_path / "m.onnx"), "--json"], capture_output=True, text=True, env=env)
     assert run.returncode == 0 and json.loads(run.stdout)["form"], run.stdout + run.stderr
     run = subprocess.run([str(BIN / "tree2mat"), "verify", path, str(tmp_path / "m.onnx"), "--json", "-", "--rows", "50"],
                          capture_output=True, text=True, env=env)
     assert run.returncode == 0 and json.loads(run.stdout)["passed"] is True, run.stdout + run.stderr
-    assert "Ignoring unrecognized parameter 'some_removed_parameter'" in run.stderr  # (LightGBM did print: it went here)
+    assert "Ignoring unrecognized parameter" in run.stderr  # (LightGBM did print: it went here)
     run = subprocess.run([str(BIN / "tree2mat"), "inspect", path, "--format", "json"], capture_output=True, text=True, env=env)
-    assert run.returncode == 0 and json.loads(run.stdout)["trees"] == 15, run.stdout + run.stderr
+    assert run.returncode == 0 and json.loads(run.stdout)["trees"] > 0, run.stdout + run.stderr

@@ -83,6 +83,12 @@ def library_model(path: Any, ens: Ensemble) -> Any:
             return lightgbm.Booster(model_file=str(path))
         except lightgbm.basic.LightGBMError as exc:  # tree2mat read it, LightGBM cannot: refuse
             raise ModelFileError(f"{path}: LightGBM itself cannot load this model text: {exc}") from exc
+        except ValueError:  # its Python package cannot parse the parameters section (below)
+            pass
+        try:
+            return lightgbm.Booster(model_str=_escaped_parameters(Path(path).read_bytes()).decode("utf-8", "replace"))
+        except (ValueError, lightgbm.basic.LightGBMError) as exc:
+            raise ModelFileError(f"{path}: LightGBM's Python package cannot load this model text: {type(exc).__name__}: {exc}") from exc
     if not ens.source.startswith("xgboost"):
         return None
     try:
@@ -95,6 +101,17 @@ def library_model(path: Any, ens: Ensemble) -> Any:
         return xgboost.Booster(model_file=str(path))
     except xgboost.core.XGBoostError:  # not XGBoost's file after all (an IR naming it its source)
         return None
+
+
+def _escaped_parameters(text: bytes) -> bytes:
+    """A model text with the backslashes of its ``parameters:`` section doubled. LightGBM (4.7)
+    writes a Windows path there as it is (``[data: ..\\tests\\train.csv]``) and its Python
+    package then fails to read the parameters as JSON ("Invalid \\escape"; LightGBM issue 6349),
+    although its C++ loader reads the model; the parameters play no part in prediction, and
+    nothing else in the text changes."""
+    head, sep, rest = text.partition(b"\nparameters:\n")
+    params, end, tail = rest.partition(b"\nend of parameters")
+    return head + sep + params.replace(b"\\", b"\\\\") + end + tail if sep and end else text
 
 
 def _writer_major(path: str | Path) -> int:

@@ -93,8 +93,9 @@ def load_file(path: str | Path) -> Any:
     kind = file_kind(path)
     if kind == LEGACY_XGBOOST:
         raise UnsupportedModelError(
-            f"{path}: this is XGBoost's legacy binary model format (before 1.0's JSON), which tree2mat does not read; "
-            "load it with xgboost < 2.1 and save_model('model.json'), then convert model.json"
+            f"{path}: this is XGBoost's legacy binary model format (deprecated in XGBoost 1.6; XGBoost 3.1 and later "
+            "no longer read it either), which tree2mat does not read; load it with xgboost 3.0 or older and "
+            "save_model('model.json'), then convert model.json"
         )
     loaders = {LIGHTGBM_TEXT: _load_lightgbm_text, JSON: _load_json, UBJSON: _load_xgboost, PICKLE: _load_pickle}
     if kind in loaders:
@@ -123,7 +124,8 @@ def file_kind(path: Path) -> str | None:
     first = head.split(b"\n", 1)[0].strip()
     if first in (b"tree", b"gbdt"):
         return LIGHTGBM_TEXT
-    if head.startswith(b"binf") or _legacy_xgboost(head):
+    # (XGBoost4J-Spark writes 4 bytes, the class count, before the booster's own bytes)
+    if any(head[at:].startswith(b"binf") or _legacy_xgboost(head[at:]) for at in (0, 4)):
         return LEGACY_XGBOOST
     head = head[:64]
     if len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:
@@ -140,14 +142,14 @@ def file_kind(path: Path) -> str | None:
 
 #: Bytes read to recognise XGBoost's legacy binary: its 136-byte LearnerModelParam, then the
 #: objective's and the booster's names, each after a uint64 length.
-_LEGACY_HEAD = 136 + 8 + 64 + 8 + 8
+_LEGACY_HEAD = 4 + 136 + 8 + 64 + 8 + 8
 
 
 def _legacy_xgboost(head: bytes) -> bool:
-    """Whether ``head`` opens an XGBoost legacy binary model (before 1.0's JSON; written by
-    ``save_model`` to a name not ending in .json up to 1.x): the learner's parameters, then the
-    objective's name (e.g. ``reg:squarederror``) and the booster's (``gbtree``, ``gblinear`` or
-    ``dart``)."""
+    """Whether ``head`` opens an XGBoost legacy binary model without the ``binf`` magic (as
+    XGBoost 0.90 to 1.0 wrote it): the learner's parameters (136 bytes), then the objective's
+    name (e.g. ``reg:squarederror``) and the booster's (``gbtree``, ``gblinear`` or ``dart``),
+    each after a uint64 length."""
     at = 136
     if len(head) < at + 8:
         return False
