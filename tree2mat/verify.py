@@ -31,8 +31,9 @@ from tree2mat.data import DATA_SUFFIXES, ArrayRows, Rows, load_data, open_rows, 
 from tree2mat.errors import DataError, DeviceUnavailableError, ModelFileError, OptionError, VerificationError
 from tree2mat.forms import FORMS
 from tree2mat.forms._layout import EXIT_LEAVES, leaf_ids_of
+from tree2mat.frontends._support import labelled_frame
 from tree2mat.ir import evaluate
-from tree2mat.ir.core import CategoryCodes, Ensemble, Tree, category_codes
+from tree2mat.ir.core import CategoryCodes, Ensemble, Tree
 from tree2mat.ir.thresholds import compare_dtype, float32_neighbours, graph_thresholds
 from tree2mat.runtimes import RUNTIMES
 
@@ -784,44 +785,6 @@ def _data_rows(X: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return np.ascontiguousarray(X, dtype)
 
 
-def labelled_frame(ens: Ensemble, X: np.ndarray, names: dict[int, np.ndarray] | None = None) -> Any:
-    """``X`` as the DataFrame the model was fitted on: columns named by the model's feature
-    names, each column with named categories a pandas ``Categorical`` of the model's categories:
-    of the cells as the user's file holds them (``names``: pandas, not tree2mat, matches them to
-    the categories), else of the codes in ``X`` (code ``c`` names ``labels[c]``, codes taken as
-    the model takes them; any other value, NaN)."""
-    import pandas as pd
-
-    columns = list(ens.feature_names) if ens.feature_names else [f"f{j}" for j in range(ens.n_features)]
-    frame = pd.DataFrame(X, columns=columns)
-    for j, labels in ens.category_labels:
-        if names and j in names:
-            cells = pd.Series(_as_labels(names[j], labels), dtype=object)
-            frame[columns[j]] = pd.Categorical(cells.where(cells.isin(list(labels))), categories=list(labels))
-            continue
-        codes = category_codes(np.asarray(X[:, j], np.float64), ens.category_codes)
-        with np.errstate(invalid="ignore"):
-            known = (codes >= 0) & (codes < len(labels)) & (codes == np.trunc(codes))
-        codes = np.where(known, codes, -1).astype(np.int64)
-        frame[columns[j]] = pd.Categorical.from_codes(codes, categories=list(labels))
-    return frame
-
-
-def _as_labels(cells: np.ndarray, labels: tuple[Any, ...]) -> list[Any]:
-    """Cells of a file as values of the labels' type: numbers where the labels are numbers
-    (a CSV holds "2", the category is 2), as they are otherwise."""
-    if all(isinstance(v, str) for v in labels):
-        return list(cells)
-
-    def number(v: Any) -> Any:
-        try:
-            return float(v)
-        except (TypeError, ValueError):
-            return v
-
-    return [number(v) for v in cells]
-
-
 def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool, pipeline: Any = None, names: dict[int, np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The outputs the graph must reproduce on ``X`` (the library's own, or the reference
     evaluator's when there is no library model), and the rows as the trees take them.
@@ -836,7 +799,7 @@ def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool, pipeline: Any
             warnings.simplefilter("ignore", UserWarning)  # e.g. "X does not have valid feature names"
             if pipeline is not None and len(pipeline.steps) > 1:
                 X = pipeline[:-1].transform(pipelines.as_fitted(pipeline, X))
-            if pipeline is None and ens.category_labels:  # the library encodes the names itself
+            if pipeline is None and ens.category_labels and names:  # the library reads the names itself
                 out = frontends.frontend_for(model).reference_outputs(model, labelled_frame(ens, X, names), raw, ens)
                 return out, X
             out = frontends.frontend_for(model).reference_outputs(model, X, raw, ens)

@@ -1,5 +1,5 @@
-"""What the frontends share: a row of the README's support table (see tree2mat.support), and
-class labels as the IR takes them."""
+"""What the frontends share: a row of the README's support table (see tree2mat.support), class
+labels as the IR takes them, and rows with named categories as the libraries take them."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from tree2mat.errors import UnsupportedModelError
+from tree2mat.ir.core import Ensemble, category_codes
 
 
 @dataclass(frozen=True)
@@ -37,3 +38,41 @@ def normalize_classes(classes: Any, what: str) -> np.ndarray:
         if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in arr):
             return arr.astype(np.int64)
     raise UnsupportedModelError(f"{what}: class labels of type {arr.dtype} are not supported (use int or str)")
+
+
+def labelled_frame(ens: Ensemble, X: np.ndarray, names: dict[int, np.ndarray] | None = None) -> Any:
+    """``X`` as the DataFrame the model was fitted on: columns named by the model's feature
+    names, each column with named categories a pandas ``Categorical`` of the model's categories:
+    of the cells as the user's file holds them (``names``: pandas, not tree2mat, matches them to
+    the categories), else of the codes in ``X`` (code ``c`` names ``labels[c]``, codes taken as
+    the model takes them; any other value, NaN)."""
+    import pandas as pd
+
+    columns = list(ens.feature_names) if ens.feature_names else [f"f{j}" for j in range(ens.n_features)]
+    frame = pd.DataFrame(X, columns=columns)
+    for j, labels in ens.category_labels:
+        if names and j in names:
+            cells = pd.Series(_as_labels(names[j], labels), dtype=object)
+            frame[columns[j]] = pd.Categorical(cells.where(cells.isin(list(labels))), categories=list(labels))
+            continue
+        codes = category_codes(np.asarray(X[:, j], np.float64), ens.category_codes)
+        with np.errstate(invalid="ignore"):
+            known = (codes >= 0) & (codes < len(labels)) & (codes == np.trunc(codes))
+        codes = np.where(known, codes, -1).astype(np.int64)
+        frame[columns[j]] = pd.Categorical.from_codes(codes, categories=list(labels))
+    return frame
+
+
+def _as_labels(cells: np.ndarray, labels: tuple[Any, ...]) -> list[Any]:
+    """Cells of a file as values of the labels' type: numbers where the labels are numbers
+    (a CSV holds "2", the category is 2), as they are otherwise."""
+    if all(isinstance(v, str) for v in labels):
+        return list(cells)
+
+    def number(v: Any) -> Any:
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return v
+
+    return [number(v) for v in cells]

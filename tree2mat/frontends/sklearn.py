@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tree2mat.errors import UnsupportedModelError
-from tree2mat.frontends._support import SupportRow, normalize_classes
+from tree2mat.frontends._support import SupportRow, labelled_frame, normalize_classes
 from tree2mat.ir.build import tree_from_nodes
 from tree2mat.ir.core import (
     Aggregation,
@@ -352,7 +352,10 @@ def _stack_proba(proba: Any) -> np.ndarray:
 
 
 def reference_outputs(model: Any, X: np.ndarray, raw: bool, ens: Ensemble) -> dict[str, np.ndarray]:
-    """The model's own predictions, under the graph's output names (``ens``: its IR, unused)."""
+    """The model's own predictions, under the graph's output names (``ens``: its IR; a model
+    with named categories reads codes as the names they stand for)."""
+    if ens.category_labels and isinstance(X, np.ndarray):
+        X = labelled_frame(ens, X)
     name = _name(model)
     n = X.shape[0]
     if name == "IsolationForest":

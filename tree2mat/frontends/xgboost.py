@@ -279,6 +279,7 @@ def from_document(
         feature_names=tuple(names) if names else None, source=f"xgboost {objective}",
         accepts_nan=True, accepts_inf=False, accumulate_dtype=F32, missing_value=missing,  # XGBoost refuses inf
         category_codes=CategoryCodes.NONNEGATIVE_TRUNCATE,
+        category_labels=stored_categories(model, n_features, doc.get("version")),
     )
     if obj.task is Task.CLASSIFICATION:  # binary: one margin column per target (multi-label)
         labels = np.arange(2 if obj.label else k) if classes is None else np.asarray(classes).astype(np.int64)
@@ -286,6 +287,46 @@ def from_document(
         if obj.label:
             common.update(label_rule=obj.label[0], label_cutoff=obj.label[1])
     return Ensemble(**common).validate()
+
+
+def stored_categories(model: Any, n_features: int, version: Any) -> tuple[tuple[int, tuple[str | int | float, ...]], ...]:
+    """The categories XGBoost (3.1 on) stores for the pandas ``category`` columns a model was
+    fitted on (``model.cats``): per feature, names as UTF-8 bytes cut by ``offsets``, or numbers
+    in ``values``; a category's code in the trees is its position (the dtype's order at fit).
+    Nothing for older models, for features without categories, or where the names cannot be
+    trusted: XGBoost 3.2.0 and earlier cut non-ASCII names at character, not byte, counts (fixed
+    in later versions), so such names are left out (the graph still takes XGBoost's codes)."""
+    cats = model.get("cats") if isinstance(model, dict) else None
+    enc = cats.get("enc") if isinstance(cats, dict) else None
+    if not isinstance(enc, list) or len(enc) != n_features:
+        return ()
+    old = not (isinstance(version, list) and [v for v in version if isinstance(v, int)] > [3, 2, 0])
+    out: list[tuple[int, tuple[str | int | float, ...]]] = []
+    for j, entry in enumerate(enc):
+        if not isinstance(entry, dict):
+            return ()
+        try:
+            values = np.asarray(entry.get("values", []), np.int64).ravel()
+            offsets = np.asarray(entry.get("offsets", []), np.int64).ravel()
+        except (TypeError, ValueError, OverflowError):
+            return ()
+        if not values.size:
+            continue
+        if not offsets.size:  # numbers
+            labels: tuple[str | int | float, ...] = tuple(int(v) for v in values)
+        else:
+            if old and np.any(values < 0):  # a non-ASCII byte: names cut at the wrong places
+                continue
+            data = (values & 0xFF).astype(np.uint8).tobytes()
+            if offsets[0] != 0 or offsets[-1] != len(data) or np.any(np.diff(offsets) < 0):
+                return ()
+            try:
+                labels = tuple(data[a:b].decode("utf-8") for a, b in zip(offsets[:-1], offsets[1:]))
+            except UnicodeDecodeError:
+                continue
+        if len(set(labels)) == len(labels):
+            out.append((j, labels))
+    return tuple(out)
 
 
 def _round_trees(model: dict, rounds: int, name: str) -> int:
@@ -373,7 +414,10 @@ def reference_outputs(model: Any, X: np.ndarray, raw: bool, ens: Ensemble) -> di
         return out
     import xgboost as xgb
 
-    data = xgb.DMatrix(X, feature_names=model.feature_names, feature_types=model.feature_types, enable_categorical=True)
+    if isinstance(X, np.ndarray):
+        data = xgb.DMatrix(X, feature_names=model.feature_names, feature_types=model.feature_types, enable_categorical=True)
+    else:  # a DataFrame with named categories: XGBoost codes them itself
+        data = xgb.DMatrix(X, enable_categorical=True)
     margin = model.predict(data, output_margin=True).reshape(n, -1)
     pred = model.predict(data)
     if ens.task is not Task.CLASSIFICATION:
