@@ -113,6 +113,11 @@ def parse_text(text: str | bytes, name: str = "LightGBM model") -> ModelText:
     data = text.encode("utf-8") if isinstance(text, str) else text
     if b"\0" in data:
         raise ModelFileError(f"{name}: not a LightGBM model text (it holds a NUL byte)")
+    if b"\r" in data and b"\n" not in data:
+        raise ModelFileError(
+            f"{name}: a LightGBM model text whose lines end in CR alone, which LightGBM's file loader does not "
+            "finish reading (4.7 never returns); convert its line ends to LF"
+        )
     first = next(_lines(data, 0), (0, b""))[1].strip()
     if first == b"gbdt":
         raise UnsupportedModelError(

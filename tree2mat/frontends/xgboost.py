@@ -306,10 +306,12 @@ def stored_categories(model: Any, n_features: int, version: Any) -> tuple[tuple[
         if not isinstance(entry, dict):
             return ()
         try:
-            values = np.asarray(entry.get("values", []), np.int64).ravel()
-            offsets = np.asarray(entry.get("offsets", []), np.int64).ravel()
+            values, offsets = (np.asarray(entry.get(key, [])) for key in ("values", "offsets"))
+            values, offsets = (a if a.size else np.zeros(0, np.int64) for a in (values, offsets))
         except (TypeError, ValueError, OverflowError):
             return ()
+        if values.dtype.kind not in "iu" or offsets.dtype.kind not in "iu" or values.ndim != 1 or offsets.ndim != 1:
+            return ()  # not what XGBoost writes (integers: bytes of names, or integer categories)
         if not values.size:
             continue
         if not offsets.size:  # numbers
