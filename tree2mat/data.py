@@ -253,7 +253,7 @@ class _CsvRows(Rows):
             first = _csv_line(fh, self.name).decode("utf-8")
         if not first.strip():
             raise DataError(f"{path}: data must be a non-empty 2-D array [rows, features], got an empty file")
-        cells = first.strip().split(",")
+        cells = next(csv.reader([first.strip()])) if labels else first.strip().split(",")  # (names may hold quoted commas)
         self.header = _is_header(cells, labels)
         self.n_features = len(cells)
         self.n_rows = None
