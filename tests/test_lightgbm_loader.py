@@ -62,6 +62,8 @@ REFUSED = {
     "windows line ends with tree_sizes": (lambda s: s.replace("\n", "\r\n"), "tree_sizes does not match the tree blocks"),
     # LightGBM's file loader never returns on it (4.7)
     "carriage returns alone": (lambda s: _without_sizes(s).replace("\n", "\r"), "lines end in CR alone"),
+    # (LightGBM's Python package never returns from reading its pandas_categorical line)
+    "carriage returns, one last LF": (lambda s: _without_sizes(s).replace("\n", "\r") + "\n", "lines end in CR alone"),
     "no feature_infos": (lambda s: re.sub(r"(?m)^feature_infos=.*\n", "", s), "need feature_infos"),
     "no num_cat": (lambda s: _without_sizes(_edit_tree(s, 1, lambda b: re.sub(r"(?m)^num_cat=.*\n", "", b))), "need num_cat"),
     "a line with two '='": (lambda s: s.replace("label_index=0", "label_index=0=1"), "Wrong line at model file"),
@@ -144,3 +146,16 @@ def test_category_bitsets_spanning_millions_of_codes(tmp_path):
     # rows at every category the model knows, its float32 neighbours and codes it never saw
     rows = np.column_stack([np.concatenate([codes, codes + 1, codes - 1]), np.zeros(3 * codes.size)]).astype(np.float32)
     assert tree2mat.verify(model, onx, data=rows).passed
+
+
+def test_feature_names_are_split_on_spaces_alone(tmp_path):
+    """LightGBM splits feature_names on spaces only: a name may hold a tab or a no-break space
+    (a column name copied from a spreadsheet)."""
+    import pandas as pd
+
+    frame = pd.DataFrame(X[:, :3], columns=["price\u00a0usd", "a\tb", "c"])
+    model = lgb.LGBMRegressor(n_estimators=3, num_leaves=4, verbose=-1, random_state=0).fit(frame, X[:, 3])
+    path = tmp_path / "names.txt"
+    model.booster_.save_model(str(path))
+    assert tree2mat.load(path).feature_names == tuple(lgb.Booster(model_file=str(path)).feature_name())
+    assert tree2mat.verify(path, tree2mat.convert(path)).passed

@@ -125,6 +125,38 @@ def test_a_wrong_encoding_fails_verify(model, tmp_path, monkeypatch):
     assert not tree2mat.verify(model, onx, data=rows).passed
 
 
+def test_lightgbm_names_only_where_they_pair_with_the_splits(tmp_path):
+    """LightGBM's text lists the names of every pandas category column, ordered ones too (coded,
+    not split on as categories), by position only; its categorical features may be integer
+    columns instead. Names are kept only where they pair with the categorical features' codes."""
+    frame = pd.DataFrame({
+        "x": RNG.normal(size=N),
+        "size": pd.Categorical(RNG.choice(["S", "M", "L"], N), categories=["S", "M", "L"], ordered=True),
+        "store": RNG.integers(0, 9, N),
+    })
+    target = frame.x + (frame.store % 3) + frame["size"].cat.codes
+    model = lgb.LGBMRegressor(n_estimators=5, min_child_samples=5, verbose=-1).fit(frame, target, categorical_feature=["store"])
+    text = model.booster_.model_to_string()
+    assert "[categorical_feature: 2]" in text and 'pandas_categorical:[["S", "M", "L"]]' in text
+    assert tree2mat.load(model).category_labels == ()  # not S/M/L on the store column
+    codes = frame.assign(size=frame["size"].cat.codes).to_numpy(np.float64)
+    assert tree2mat.verify(model, tree2mat.convert(model), data=codes[:200]).passed
+
+
+def test_only_named_columns_header_or_not(tmp_path):
+    """With every column a named category, a first line naming no category is a header, and one
+    naming some (beside a name the model never saw) is a row."""
+    frame = pd.DataFrame({"city": pd.Categorical(RNG.choice(CITIES[:4], N)), "grade": pd.Categorical(RNG.choice(["S", "M"], N))})
+    target = (frame.city.isin(["oslo", "lima"]) ^ (frame.grade == "S")).astype(int)
+    model = lgb.LGBMClassifier(n_estimators=3, min_child_samples=5, verbose=-1).fit(frame, target)
+    ens = tree2mat.load(model)
+    assert len(ens.category_labels) == 2
+    for text, rows in (("city,grade\noslo,S\nrome,M\n", 2), ("oslo,S\nparis,M\n", 2), ("paris,S\noslo,M\n", 2)):
+        (tmp_path / "rows.csv").write_text(text)
+        source = data_module.open_rows(tmp_path / "rows.csv", dict(ens.category_labels))
+        assert sum(c.shape[0] for c in source.chunks(10)) == rows, text
+
+
 def test_lightgbm_text_keeps_the_names(tmp_path, capsys):
     """A model text LightGBM's Python package saved carries the categories (its last line):
     the text converts, and verify reads the user's names against the Booster loaded from it."""
@@ -176,15 +208,15 @@ def test_xgboost_stored_categories(tmp_path, capsys, monkeypatch, suffix):
 
 
 def test_xgboost_non_ascii_names(tmp_path):
-    """XGBoost 3.2.0 and earlier store non-ASCII names cut at the wrong bytes: tree2mat leaves
-    such a column's names out (the graph takes XGBoost's codes) rather than name categories
-    wrongly; the model converts and verifies all the same."""
+    """XGBoost 3.2.0 and earlier store non-ASCII names cut at the wrong bytes: tree2mat leaves the
+    names out (the graph takes XGBoost's codes) rather than name categories wrongly; the model
+    converts and verifies all the same."""
     cities = ["rome", "são paulo", "oslo"]
     model = _xgb_model(cities)
     path = tmp_path / "model.json"
     model.save_model(str(path))
     labels = dict(tree2mat.load(path).category_labels)
     fixed = tuple(int(v) for v in xgb.__version__.split(".")[:3] if v.isdigit()) > (3, 2, 0)
-    assert labels.get(1) == (tuple(cities) if fixed else None)
-    assert labels[2] == (1, 2, 3)
+    # (none at all: XGBoost reads names for all its category columns or for none)
+    assert labels == ({1: tuple(cities), 2: (1, 2, 3)} if fixed else {})
     assert tree2mat.verify(path, tree2mat.convert(path)).passed

@@ -308,10 +308,10 @@ class _CsvRows(Rows):
 
 def _is_header(cells: list[str], labels: Labels) -> bool:
     """Whether a first line is a header: a numeric column holds no number there (named
-    categories are text); with only named columns, one names no category."""
+    categories are text); with only named columns, no cell names a category."""
     numeric = [tok for j, tok in enumerate(cells) if j not in labels]
-    if not numeric:
-        return not all(np.isfinite(encoder(labels[j])(tok)) for j, tok in enumerate(cells))
+    if not numeric:  # a header names none of the categories (a row of data names some)
+        return not any(np.isfinite(encoder(labels[j])(tok)) for j, tok in enumerate(cells))
     try:
         [float(tok) for tok in numeric]
     except ValueError:

@@ -805,4 +805,5 @@ def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool, pipeline: Any
             out = frontends.frontend_for(model).reference_outputs(model, X, raw, ens)
             return out, np.asarray(X.toarray() if hasattr(X, "toarray") else X)  # (sparse from a one-hot encoder)
     except Exception as exc:  # the library refuses the rows (inf, NaN where unsupported, ...)
-        raise DataError(f"the model itself rejects the data: {type(exc).__name__}: {exc}") from exc
+        reason = str(exc).split("Stack trace:")[0].strip()  # (XGBoost's errors carry a native stack trace)
+        raise DataError(f"the model itself rejects the data: {type(exc).__name__}: {reason}") from exc

@@ -42,18 +42,20 @@ def normalize_classes(classes: Any, what: str) -> np.ndarray:
 
 def labelled_frame(ens: Ensemble, X: np.ndarray, names: dict[int, np.ndarray] | None = None) -> Any:
     """``X`` as the DataFrame the model was fitted on: columns named by the model's feature
-    names, each column with named categories a pandas ``Categorical`` of the model's categories:
-    of the cells as the user's file holds them (``names``: pandas, not tree2mat, matches them to
-    the categories), else of the codes in ``X`` (code ``c`` names ``labels[c]``, codes taken as
-    the model takes them; any other value, NaN)."""
+    names, each column with named categories a pandas ``Categorical``: of the cells as the user's
+    file holds them (``names``; its categories the model's, then the names it never saw, so that
+    the library, not tree2mat, decides what they are), else of the codes in ``X`` (code ``c``
+    names ``labels[c]``, codes taken as the model takes them; any other value, NaN)."""
     import pandas as pd
 
     columns = list(ens.feature_names) if ens.feature_names else [f"f{j}" for j in range(ens.n_features)]
     frame = pd.DataFrame(X, columns=columns)
     for j, labels in ens.category_labels:
-        if names and j in names:
-            cells = pd.Series(_as_labels(names[j], labels), dtype=object)
-            frame[columns[j]] = pd.Categorical(cells.where(cells.isin(list(labels))), categories=list(labels))
+        if names and j in names:  # the cells as they are: each library decides what an unseen name is
+            cells = _as_labels(names[j], labels)
+            known = set(labels)
+            unseen = [v for v in dict.fromkeys(cells) if v is not None and v == v and v not in known]  # (v == v: not NaN)
+            frame[columns[j]] = pd.Categorical(cells, categories=list(labels) + unseen)
             continue
         codes = category_codes(np.asarray(X[:, j], np.float64), ens.category_codes)
         with np.errstate(invalid="ignore"):
@@ -69,10 +71,13 @@ def _as_labels(cells: np.ndarray, labels: tuple[Any, ...]) -> list[Any]:
     if all(isinstance(v, str) for v in labels):
         return list(cells)
 
+    integers = all(isinstance(v, int) for v in labels)
+
     def number(v: Any) -> Any:
         try:
-            return float(v)
+            x = float(v)
         except (TypeError, ValueError):
             return v
+        return int(x) if integers and x.is_integer() else x
 
     return [number(v) for v in cells]

@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from math import inf
 from typing import Any
 
 import numpy as np
@@ -113,7 +114,7 @@ def parse_text(text: str | bytes, name: str = "LightGBM model") -> ModelText:
     data = text.encode("utf-8") if isinstance(text, str) else text
     if b"\0" in data:
         raise ModelFileError(f"{name}: not a LightGBM model text (it holds a NUL byte)")
-    if b"\r" in data and b"\n" not in data:
+    if b"\r" in data and b"\n" not in data[:-1]:  # (LightGBM's Python package loops on a lone final LF too)
         raise ModelFileError(
             f"{name}: a LightGBM model text whose lines end in CR alone, which LightGBM's file loader does not "
             "finish reading (4.7 never returns); convert its line ends to LF"
@@ -159,8 +160,14 @@ def parse_text(text: str | bytes, name: str = "LightGBM model") -> ModelText:
     return ModelText(header, trees, name, data[min(rest_at, len(data)) :].decode("utf-8", "replace"))
 
 
+def _split(value: str) -> list[str]:
+    """``value`` split as LightGBM splits a list (``Common::Split(str, ' ')``): on spaces alone,
+    empty parts dropped."""
+    return [part for part in value.split(" ") if part]
+
+
 def _sizes(value: str, name: str) -> list[int]:
-    sizes = value.split()
+    sizes = _split(value)
     if any(not s.isdigit() or not s.isascii() or len(s) > 18 for s in sizes):
         raise ModelFileError(f"{name}: ill-formed LightGBM model: tree_sizes must be byte counts")
     return [int(s) for s in sizes]
@@ -439,8 +446,8 @@ def from_text(
     if (obj.link is Link.LOGISTIC and k != 1) or (obj.task is Task.CLASSIFICATION and obj.link is not Link.LOGISTIC and k < 2):
         raise ModelFileError(f"{name}: ill-formed LightGBM model: {kind} with {k} trees per iteration")
     trees = tuple(_tree(block, f"{name}: tree {t}") for t, block in enumerate(model.trees))
-    names = header["feature_names"].split()
-    for key, values in (("feature_names", names), ("feature_infos", header["feature_infos"].split())):
+    names = _split(header["feature_names"])  # on spaces alone, as LightGBM (a name may hold a tab)
+    for key, values in (("feature_names", names), ("feature_infos", _split(header["feature_infos"]))):
         if len(values) != n_features:  # LightGBM: "Wrong size of ..."
             raise ModelFileError(f"{name}: ill-formed LightGBM model: {len(values)} {key} for {n_features} features")
     common: dict[str, Any] = dict(
@@ -480,10 +487,27 @@ def pandas_categories(model: ModelText) -> tuple[tuple[int, tuple[str | int | fl
     columns = [int(c) for c in params.group(1).split(",") if c] if params else []
     if not isinstance(lists, list) or len(columns) != len(lists) or not all(isinstance(v, list) and v for v in lists):
         return ()
-    for values in lists:  # booleans and the like: no names (the graph takes their codes)
-        if any(isinstance(v, bool) or not isinstance(v, (str, int, float)) for v in values) or len(set(values)) != len(values):
+    infos = _split(model.header.get("feature_infos", ""))
+    for column, values in zip(columns, lists):  # booleans, NaN and the like: no names (the graph takes codes)
+        if any(isinstance(v, bool) or not isinstance(v, (str, int, float)) or v != v or v in (inf, -inf) for v in values):
+            return ()
+        if len(set(values)) != len(values) or not _codes_below(infos, column, len(values)):
             return ()
     return tuple((c, tuple(v)) for c, v in zip(columns, lists))
+
+
+def _codes_below(infos: list[str], column: int, n: int) -> bool:
+    """Whether feature ``column``'s ``feature_infos`` is a category list (``a:b:c``, not a
+    ``[min:max]`` range) of codes below ``n``: a check that the pandas column paired with it by
+    position is the one LightGBM split on (an ordered pandas category column is coded but not
+    categorical, and ``categorical_feature`` may name integer columns too)."""
+    if not 0 <= column < len(infos) or infos[column].startswith("["):
+        return False
+    try:
+        codes = [int(c) for c in infos[column].split(":") if c]
+    except ValueError:
+        return False
+    return all(c < n for c in codes)
 
 
 def binary_cutoff() -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -121,7 +122,7 @@ def file_kind(path: Path) -> str | None:
             head = f.read(_LEGACY_HEAD)
     except OSError as exc:
         raise ModelFileError(f"{path}: cannot read: {exc}") from exc
-    first = head.split(b"\n", 1)[0].strip()
+    first = re.split(rb"[\r\n]", head, maxsplit=1)[0].strip()  # (LightGBM ends a line at CR or LF)
     if first in (b"tree", b"gbdt"):
         return LIGHTGBM_TEXT
     # (XGBoost4J-Spark writes 4 bytes, the class count, before the booster's own bytes)

@@ -293,9 +293,10 @@ def stored_categories(model: Any, n_features: int, version: Any) -> tuple[tuple[
     """The categories XGBoost (3.1 on) stores for the pandas ``category`` columns a model was
     fitted on (``model.cats``): per feature, names as UTF-8 bytes cut by ``offsets``, or numbers
     in ``values``; a category's code in the trees is its position (the dtype's order at fit).
-    Nothing for older models, for features without categories, or where the names cannot be
-    trusted: XGBoost 3.2.0 and earlier cut non-ASCII names at character, not byte, counts (fixed
-    in later versions), so such names are left out (the graph still takes XGBoost's codes)."""
+    Nothing for older models, for features without categories, or, for the whole model, where
+    some names cannot be trusted (XGBoost reads names for all its category columns or none):
+    XGBoost 3.2.0 and earlier cut non-ASCII names at character, not byte, counts (fixed in later
+    versions). The graph then takes XGBoost's codes."""
     cats = model.get("cats") if isinstance(model, dict) else None
     enc = cats.get("enc") if isinstance(cats, dict) else None
     if not isinstance(enc, list) or len(enc) != n_features:
@@ -317,17 +318,18 @@ def stored_categories(model: Any, n_features: int, version: Any) -> tuple[tuple[
         if not offsets.size:  # numbers
             labels: tuple[str | int | float, ...] = tuple(int(v) for v in values)
         else:
-            if old and np.any(values < 0):  # a non-ASCII byte: names cut at the wrong places
-                continue
+            if old and np.any(values < 0):  # a non-ASCII byte: names cut at the wrong places; and
+                return ()  # XGBoost reads names for all its category columns or for none
             data = (values & 0xFF).astype(np.uint8).tobytes()
             if offsets[0] != 0 or offsets[-1] != len(data) or np.any(np.diff(offsets) < 0):
                 return ()
             try:
                 labels = tuple(data[a:b].decode("utf-8") for a, b in zip(offsets[:-1], offsets[1:]))
             except UnicodeDecodeError:
-                continue
-        if len(set(labels)) == len(labels):
-            out.append((j, labels))
+                return ()
+        if len(set(labels)) != len(labels):
+            return ()
+        out.append((j, labels))
     return tuple(out)
 
 
