@@ -40,12 +40,14 @@ demo: $(STAMP)
 	$(BIN)/tree2mat convert $(DEMO)/pipeline/pipeline.joblib -o $(DEMO)/pipeline/pipeline.onnx
 	$(BIN)/tree2mat verify $(DEMO)/pipeline/pipeline.joblib $(DEMO)/pipeline/pipeline.onnx --data $(DEMO)/pipeline/rows.npy
 
-# Lint (ruff) and type check (mypy, tree2mat and cli) before the tests: a finding fails make test.
+# Lint (ruff), type check (mypy, tree2mat and cli) and the layer contract (lint-imports, see
+# pyproject.toml) before the tests: a finding fails make test.
 # The runtime matrix (tests/test_runtimes.py) runs the Python runtimes always and the Node.js ones
 # when node is present (the Makefile installs their npm packages first).
 test: $(STAMP) $(if $(HAS_NODE),$(NODE_STAMP))
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n 2
 
 # WebGPU in headless Chromium (onnxruntime-web's WebGPU backend on SwiftShader's adapter): the
@@ -65,4 +67,4 @@ fuzz: $(STAMP)
 	TREE2MAT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -n 2 tests/test_fuzz.py --hypothesis-show-statistics
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) build .pytest_cache .hypothesis .mypy_cache .ruff_cache .import_linter_cache

@@ -23,7 +23,7 @@ import numpy as np
 import onnxruntime as ort
 
 import tree2mat
-from tree2mat.forms import FORMS, _exact, _layout, auto
+from tree2mat.forms import FORMS, _exact, _layout, auto, traverse
 
 
 def models(seed: int):
@@ -80,9 +80,9 @@ def main() -> int:
         T, I, L = _layout.padded_sizes(ens)
         depth = ens.max_depth()
         nodes, products = _exact.padded_work(ens)
-        entry = {"model": name, "T": T, "I": I, "L": L, "depth": depth, "levels": auto.tree_levels(ens),
+        entry = {"model": name, "T": T, "I": I, "L": L, "depth": depth, "levels": traverse.tree_levels(ens),
                  "nodes": nodes, "products": products, "us_per_row": {},
-                 "estimate_us": {f: auto.estimated_us_per_row(f, ens) for f in ("sign", "bitvector", "traverse")},
+                 "estimate_us": {f: FORMS[f].us_per_row(ens) for f in ("sign", "bitvector", "traverse")},
                  "auto": auto.choose(ens).form}
         for form, matmul in variants:
             onx = tree2mat.convert(model, form=form, matmul=matmul)

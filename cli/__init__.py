@@ -118,8 +118,8 @@ CONVERT_SCHEMA = 1
 
 def written(onx: Any, output: Path, size: int) -> dict[str, Any]:
     """What ``convert`` wrote, as ``--json`` prints it (documented in the README)."""
-    from tree2mat.convert import external_data_file
     from tree2mat.forms._graph import all_nodes
+    from tree2mat.onnx_io import external_data_file
 
     meta = {p.key: p.value for p in onx.metadata_props}
     data = external_data_file(output)

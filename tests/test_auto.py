@@ -23,7 +23,7 @@ from tree2mat.forms import FORMS, auto
 XB, YB = load_breast_cancer(return_X_y=True)
 XI, YI = load_iris(return_X_y=True)
 XD, YD = load_diabetes(return_X_y=True)
-CONVERT = importlib.import_module("tree2mat.convert")  # (the module; tree2mat.convert is the function)
+ONNX_IO = importlib.import_module("tree2mat.onnx_io")
 
 
 def _meta(onx: onnx.ModelProto) -> dict[str, str]:
@@ -84,8 +84,8 @@ def test_an_explicit_form_over_the_budget_is_refused_naming_one_that_fits(deep, 
     import joblib
 
     ens = tree2mat.load(deep)
-    dense = auto.estimate("bitvector", ens)
-    walk = auto.estimate("traverse", ens)
+    dense = auto.estimate(FORMS["bitvector"], ens)
+    walk = auto.estimate(FORMS["traverse"], ens)
     budget = (dense.memory_bytes + walk.memory_bytes) // 2
     with pytest.raises(UnsupportedModelError, match=r"--form bitvector needs about .* over --max-memory .*: --form traverse fits"):
         tree2mat.convert(deep, "bitvector", max_memory=budget)
@@ -145,10 +145,10 @@ def test_graph_over_the_protobuf_limit_is_written_as_external_data(tmp_path, cap
     joblib.dump(model, tmp_path / "m.joblib")
     graph = tmp_path / "m.onnx"
     graph.write_bytes(tree2mat.convert(model, form="sign").SerializeToString())  # an earlier, small graph
-    monkeypatch.setattr(CONVERT, "EXTERNAL_DATA_BYTES", 1000)
+    monkeypatch.setattr(ONNX_IO, "EXTERNAL_DATA_BYTES", 1000)
     assert main(["convert", str(tmp_path / "m.joblib"), "-o", str(graph), "--form", "sign"]) == 0
     out = capsys.readouterr().out
-    data = CONVERT.external_data_file(graph)
+    data = ONNX_IO.external_data_file(graph)
     assert data is not None and f"constants in {data.name}" in out
     assert data.stat().st_size > graph.stat().st_size
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["m.joblib", "m.onnx", data.name])  # no temporaries
@@ -160,7 +160,7 @@ def test_graph_over_the_protobuf_limit_is_written_as_external_data(tmp_path, cap
     other = RandomForestClassifier(n_estimators=20, max_depth=5, random_state=1).fit(XI, YI)
     joblib.dump(other, tmp_path / "m.joblib")
     assert main(["convert", str(tmp_path / "m.joblib"), "-o", str(graph), "--form", "sign"]) == 0
-    new = CONVERT.external_data_file(graph)
+    new = ONNX_IO.external_data_file(graph)
     assert new != data and not data.exists() and new.exists()
     assert main(["verify", str(tmp_path / "m.joblib"), str(graph), "--rows", "200"]) == 0
     # save leaves the in-memory model as it was, and the same model gives the same bytes.

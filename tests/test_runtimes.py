@@ -27,6 +27,7 @@ from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingClas
 
 import tree2mat
 from tree2mat.cli import main
+from tree2mat.forms._spec import ALL_RUNTIMES
 from tree2mat.runtimes import RUNTIMES
 from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
 
@@ -40,6 +41,17 @@ OTHERS = [name for name in RUNTIMES if name not in ("onnxruntime", "webgpu")]
 #: Runtimes in Node.js: skipped where node or their npm package is missing (`make test` installs
 #: the packages when node is on the PATH); the Python ones are in the test extra and must run.
 NODE = ("onnxruntime-node", "onnxruntime-web")
+#: (form, runtime): each exact form on each runtime here that its spec says it is exact on.
+PROVEN = [(form, runtime) for form in EXACT for runtime in tree2mat.FORMS[form].proven_on if runtime in OTHERS]
+
+
+def test_forms_name_the_runtimes_there_are():
+    """``FormSpec.proven_on`` names runtimes of RUNTIMES, and the built-in exact forms claim
+    every one: the tests here and in test_webgpu.py check each claim."""
+    assert ALL_RUNTIMES == tuple(RUNTIMES)
+    for form in EXACT:
+        assert set(tree2mat.FORMS[form].proven_on) <= set(RUNTIMES), form
+    assert {(f, r) for f in ("sign", "bitvector", "traverse") for r in OTHERS} <= set(PROVEN)
 
 
 def needs(runtime: str) -> None:
@@ -74,8 +86,7 @@ def graph(name: str, form: str) -> onnx.ModelProto:
     return tree2mat.convert(fitted(name), form)
 
 
-@pytest.mark.parametrize("runtime", OTHERS)
-@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize(("form", "runtime"), PROVEN)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_exact_forms_route_exactly_on_every_runtime(name, form, runtime):
     needs(runtime)
@@ -92,8 +103,7 @@ def test_exact_forms_route_exactly_on_every_runtime(name, form, runtime):
     assert (form == "traverse") == bool(flat) and all(o.compared == report.rows for o in flat)
 
 
-@pytest.mark.parametrize("runtime", OTHERS)
-@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize(("form", "runtime"), PROVEN)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_graphs_as_shipped_give_the_library_s_outputs(name, form, runtime):
     """verify adds the exit index as an output to check every tree's leaf: a runtime may run

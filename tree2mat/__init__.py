@@ -16,14 +16,14 @@ converters inside ``skl2onnx.to_onnx``), :func:`safe_loading` (refuse pickles). 
 True
 """
 
-__version__ = "0.1.0"
-
-from tree2mat.convert import convert, load, save  # noqa: E402
-from tree2mat.errors import Tree2MatError  # noqa: E402
-from tree2mat.forms import FORMS  # noqa: E402
-from tree2mat.frontends import FRONTENDS  # noqa: E402
-from tree2mat.frontends.loading import safe_loading  # noqa: E402
-from tree2mat.pipelines import register_skl2onnx  # noqa: E402
-from tree2mat.verify import Report, verify  # noqa: E402
+from tree2mat._version import __version__
+from tree2mat.convert import convert, load
+from tree2mat.errors import Tree2MatError
+from tree2mat.forms import FORMS
+from tree2mat.frontends import FRONTENDS
+from tree2mat.frontends.loading import safe_loading
+from tree2mat.onnx_io import save
+from tree2mat.pipelines import register_skl2onnx
+from tree2mat.verify import Report, verify
 
 __all__ = ["FORMS", "FRONTENDS", "Report", "Tree2MatError", "__version__", "convert", "load", "register_skl2onnx", "safe_loading", "save", "verify"]

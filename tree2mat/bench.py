@@ -36,8 +36,12 @@ from typing import Any
 import numpy as np
 
 from tree2mat import frontends, peers
+from tree2mat.convert import convert
+from tree2mat.data import load_data
 from tree2mat.errors import DataError, OptionError, UnsupportedModelError
+from tree2mat.forms import AUTO, FORMS, check_form
 from tree2mat.ir.core import Ensemble, Task
+from tree2mat.verify import DEFAULT_RTOL, default_atol, devices_for, differing_rows, synthesize
 
 #: Timed runs at batch 1 at least (single rows are quick and noisy).
 MIN_SINGLE_ROW_RUNS = 50
@@ -136,7 +140,6 @@ def _mismatched(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], ens
     (every contender here is one: tree2mat's default graphs and the peers'), every row when an
     output is missing or of another size; and of those the rows whose label differs (None
     without a label)."""
-    from tree2mat.verify import DEFAULT_RTOL, default_atol, differing_rows
 
     n = next(iter(expected.values())).shape[0]
     bad = np.zeros(n, bool)
@@ -169,9 +172,6 @@ def bench(
     """Time tree2mat's graphs of a model next to its peers and the library (see module doc).
     ``max_memory``: bytes a tree2mat graph may need at one batch (default: half this machine's
     memory)."""
-    import tree2mat
-    from tree2mat.forms import AUTO, FORMS, check_form
-    from tree2mat.verify import devices_for, load_data
 
     if repeat < 1 or rows < 1 or (threads is not None and threads < 1):
         raise OptionError("--repeat, --rows and --threads must be >= 1")
@@ -203,7 +203,7 @@ def bench(
     for form in forms:
         t = time.perf_counter()
         try:
-            onx = tree2mat.convert(ens, form=form)
+            onx = convert(ens, form=form)
         except UnsupportedModelError as exc:  # (a dense form on deep trees): say so, time the rest
             contenders.append(Contender(f"tree2mat {form}", "tree2mat", note=f"not converted: {exc}", device=device))
             continue
@@ -316,7 +316,6 @@ def _chunked(run: Callable[[np.ndarray], dict[str, np.ndarray]], X: np.ndarray, 
 def bench_rows(ens: Ensemble, rows: int, seed: int) -> np.ndarray:
     """``rows`` rows of :func:`tree2mat.verify.synthesize` (threshold, NaN, +-inf, extreme and
     random rows), shuffled, float32."""
-    from tree2mat.verify import synthesize
 
     X, _ = synthesize(ens, rows, seed=seed)
     return np.ascontiguousarray(X[np.random.default_rng(seed).permutation(X.shape[0])][:rows], np.float32)
@@ -389,8 +388,6 @@ def hummingbird_conversion_bytes(strategy: str, ens: Ensemble) -> int:
     (a forest of 100 trees x 2 000 leaves reached 12 GiB); perf_tree_trav pads every tree to a
     perfect tree of the largest depth (2^(D+1) nodes of a few 8-byte fields each; a depth-30
     forest ran a 24 GiB machine out of memory); tree_trav keeps the nodes as they are."""
-    from tree2mat.forms import FORMS
-
     if strategy == "gemm":
         tables = FORMS["bitvector"].constant_bytes(ens)
     elif strategy == "perf_tree_trav":
@@ -406,8 +403,6 @@ def _hummingbird(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batc
     otherwise; the summary says so)."""
     if not (peers.available("hummingbird") and peers.available("torch")):
         return [Contender("hummingbird", "hummingbird", note="not measured: Hummingbird is not installed (pip install hummingbird-ml)")]
-    from tree2mat.forms import FORMS
-
     out = []
     for strategy in peers.HUMMINGBIRD_STRATEGIES:
         c = Contender(f"hummingbird {strategy}", "hummingbird", device=device)

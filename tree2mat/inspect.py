@@ -49,11 +49,10 @@ def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY) -> dict[st
             "exact": spec.exact,
             "constant_bytes": spec.constant_bytes(ens),
             "bytes_per_row": spec.bytes_per_row(ens),
+            **({"estimated_us_per_row": spec.us_per_row(ens)} if spec.us_per_row is not None else {}),
         }
         for name, spec in FORMS.items()
     }
-    for name in ("sign", "bitvector", "traverse"):
-        info["forms"][name]["estimated_us_per_row"] = auto.estimated_us_per_row(name, ens)
     try:
         choice = auto.choose(ens, max_memory)
         info["auto"] = {"form": choice.form, "reason": choice.reason}

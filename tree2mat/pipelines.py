@@ -29,15 +29,18 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import onnx
 
+from tree2mat import frontends
+from tree2mat.build import ConvertOptions, Progress, build_graph, checked, quiet, stamp
 from tree2mat.errors import OptionError, Tree2MatError, UnsupportedModelError
-from tree2mat.forms import AUTO, DEFAULT_FORM, DEFAULT_OPSET, MIN_OPSET, check_form
+from tree2mat.forms import DEFAULT_FORM, DEFAULT_OPSET, FORMS, MIN_OPSET
 from tree2mat.forms._graph import all_nodes, sort_nodes
+from tree2mat.frontends.sklearn import describe_pipeline as describe
 
 EXTRA = "pip install 'tree2mat[pipelines]'"
 
@@ -55,18 +58,13 @@ TREE_ESTIMATORS: dict[str, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class _Settings:
-    form: str = DEFAULT_FORM
-    max_memory: int | None = None
-    matmul: str = "float32"
-    temperature: float | None = None
+@dataclass
+class _Steps:
+    """What the converters of one registration build with, and (when ``built`` is a list) the
+    metadata of each tree step's graph they built."""
 
-
-_settings = _Settings()
-#: The metadata of each tree step's graph built by the running :func:`convert_pipeline` (None
-#: outside it).
-_built: list[dict[str, str]] | None = None
+    options: ConvertOptions
+    built: list[dict[str, str]] | None = None
 
 
 def _skl2onnx() -> Any:
@@ -102,16 +100,21 @@ def register_skl2onnx(
     True
     """
     skl2onnx = _skl2onnx()
-    if form != AUTO:
-        check_form(form)
-    global _settings
-    _settings = _Settings(form, max_memory, matmul, temperature)
+    options = ConvertOptions.parse(form, max_memory=max_memory, matmul=matmul, temperature=temperature)
+    return _register(skl2onnx, _Steps(options))
+
+
+def _register(skl2onnx: Any, steps: _Steps) -> list[str]:
     options = {"zipmap": [True, False, "columns"], "nocl": [False], "output_class_labels": [False]}
+
+    def shape_calculator(operator: Any) -> None:
+        _shape_calculator(steps, operator)
+
     registered = []
     for cls in _classes():
         is_classifier = cls.__name__.endswith("Classifier")
         skl2onnx.update_registered_converter(
-            cls, f"Tree2mat{cls.__name__}", _shape_calculator, _converter, overwrite=True,
+            cls, f"Tree2mat{cls.__name__}", shape_calculator, _converter, overwrite=True,
             options=options if is_classifier else None,
         )
         registered.append(cls.__name__)
@@ -159,27 +162,25 @@ def _variable_type(value: onnx.ValueInfoProto) -> Any:
     return kinds[tt.elem_type](shape)
 
 
-def tree_step_graph(model: Any, dtype: str, opset: int) -> onnx.ModelProto:
-    """The tree2mat graph of one tree step under the registered settings."""
-    from tree2mat.convert import convert, load
-
-    ens = load(model)
+def tree_step_graph(model: Any, options: ConvertOptions) -> onnx.ModelProto:
+    """The tree2mat graph of one tree step (``options`` with the step's dtype and opset)."""
+    ens = frontends.load_model(model)[1]
     if len(ens.classes) > 1:
         raise UnsupportedModelError(
             f"{type(model).__name__} has {len(ens.classes)} outputs; in a skl2onnx pipeline tree2mat "
             "converts single-output classifiers (convert the estimator alone for multi-output)"
         )
-    s = _settings
-    return convert(ens, s.form, dtype=dtype, opset=opset, max_memory=s.max_memory, matmul=s.matmul, temperature=s.temperature)
+    return build_graph(ens, options)
 
 
-def _shape_calculator(operator: Any) -> None:
+def _shape_calculator(steps: _Steps, operator: Any) -> None:
     """Build the step's graph (once) and give skl2onnx's variables its outputs' types."""
-    graph = tree_step_graph(operator.raw_operator, _element_type(operator), _target_opset(operator))
+    options = replace(steps.options, dtype=_element_type(operator), opset=_target_opset(operator))
+    graph = tree_step_graph(operator.raw_operator, options)
     operator.tree2mat_graph = graph
     operator.tree2mat_meta = {p.key: p.value for p in graph.metadata_props}
-    if _built is not None:
-        _built.append(operator.tree2mat_meta)
+    if steps.built is not None:
+        steps.built.append(operator.tree2mat_meta)
     outputs = {o.name: o for o in graph.graph.output}
     # ZipMap (skl2onnx's default after a classifier) takes float probabilities only: as skl2onnx's
     # own converters do, a double graph's probabilities are cast to float for it.
@@ -300,14 +301,6 @@ def _convert_imputer_double(scope: Any, operator: Any, container: Any) -> None:
 # ----------------------------------------------------------------- a whole pipeline, one matrix
 
 
-def is_pipeline(model: Any) -> bool:
-    return type(model).__name__ == "Pipeline" and type(model).__module__.startswith("sklearn.") and hasattr(model, "steps")
-
-
-def describe(pipeline: Any) -> str:
-    return "Pipeline(" + ", ".join(f"{name}={type(step).__name__}" for name, step in pipeline.steps) + ")"
-
-
 def n_features(pipeline: Any) -> int:
     n = getattr(pipeline, "n_features_in_", None)
     if n is None:
@@ -360,80 +353,92 @@ def _estimators(model: Any) -> Iterator[Any]:
             yield from _estimators(step)
 
 
-def convert_pipeline(
-    pipeline: Any, form: str = DEFAULT_FORM, *, dtype: str = "float64", opset: int | None = None,
-    max_memory: int | None = None, matmul: str = "float32", temperature: float | None = None,
-) -> tuple[onnx.ModelProto, list[dict[str, str]]]:
-    """One ONNX graph of a fitted ``Pipeline`` over one numeric matrix ``X`` [N, n_features_in_]:
-    skl2onnx's operators for the preprocessing, a tree2mat form for the tree step (see
-    :func:`register_skl2onnx`). Classifiers output ``label`` and ``probabilities`` (a tensor, no
-    ZipMap), regressors ``variable``. Also returns each tree step's graph metadata (a pipeline
-    without a tree step tree2mat converts is refused)."""
+def convert_pipeline(pipeline: Any, options: ConvertOptions, progress: Progress = quiet) -> onnx.ModelProto:
+    """One checked ONNX graph of a fitted ``Pipeline`` over one numeric matrix ``X`` [N,
+    n_features_in_]: skl2onnx's operators for the preprocessing, a tree2mat form for the tree step
+    (see :func:`register_skl2onnx`), in float64 unless ``options.dtype`` says otherwise.
+    Classifiers output ``label`` and ``probabilities`` (a tensor, no ZipMap), regressors
+    ``variable``. The metadata says what each tree step became (a pipeline without a tree step
+    tree2mat converts is refused)."""
+    if options.raw or options.leaves:
+        raise OptionError("--raw and --leaves apply to a tree model, not to a pipeline (its outputs are skl2onnx's)")
+    onx, steps = _to_onnx(pipeline, options)
+    forms = sorted({step["tree2mat.form"] for step in steps})
+    stamp(onx, {
+        "tree2mat.form": ",".join(forms),
+        "tree2mat.source": f"sklearn {describe(pipeline)}",
+        "tree2mat.pipeline": str(len(steps)),
+        "tree2mat.n_trees": str(sum(int(step["tree2mat.n_trees"]) for step in steps)),
+        "tree2mat.n_features": str(n_features(pipeline)),
+        "tree2mat.raw": "0",
+        "tree2mat.exact": str(int(all(FORMS[f].exact for f in forms))),
+        **{key: value for step in steps for key, value in step.items() if key in ("tree2mat.auto", "tree2mat.matmul", "tree2mat.temperature")},
+        # verify checks the routing of the last step (it has scikit-learn's rows for it)
+        **({key: steps[-1][key] for key in ("tree2mat.leaf_tensor", "tree2mat.exit_layout") if key in steps[-1]} if len(steps) == 1 else {}),
+        # verify runs the steps' small batches' walks (traverse) on every row too
+        **{key: ",".join(step[key] for step in steps if "tree2mat.walk_rows_tensor" in step)
+           for key in ("tree2mat.walk_rows_tensor", "tree2mat.walk_rows", "tree2mat.walk_rows_max")
+           if any("tree2mat.walk_rows_tensor" in step for step in steps)},
+        # verify's tolerance: the tree steps' arithmetic (float32 if any step computes in it)
+        "tree2mat.arithmetic": min((step.get("tree2mat.arithmetic", "float64") for step in steps), key=lambda a: a != "float32"),
+    })
+    return checked(onx, progress)
+
+
+def _to_onnx(pipeline: Any, options: ConvertOptions) -> tuple[onnx.ModelProto, list[dict[str, str]]]:
+    """skl2onnx's graph of the pipeline with tree2mat's converters registered for it, and the
+    metadata of each tree step's graph."""
     skl2onnx = _skl2onnx()
     from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
 
     newest = min(DEFAULT_OPSET, int(skl2onnx.__max_supported_opset__))
-    if opset is None:
-        opset = newest
-    elif opset > newest:
+    opset = newest if options.opset is None else options.opset
+    if opset > newest:
         raise OptionError(f"opset {opset} is not supported for a pipeline: skl2onnx {skl2onnx.__version__} converts up to opset {newest}")
     n = n_features(pipeline)
     final_step(pipeline)
     _refuse_strings(pipeline)
     _refuse_sparse_to_xgboost(pipeline)
-    kind = {"float64": DoubleTensorType, "float32": FloatTensorType}[dtype]
+    kind = {"float64": DoubleTensorType, "float32": FloatTensorType}[options.dtype or "float64"]
     names = getattr(pipeline, "feature_names_in_", None)
     by_name = names is not None and _selects_by_name(pipeline)
     inputs = [(str(c), kind([None, 1])) for c in names] if by_name and names is not None else [("X", kind([None, n]))]
-    options = {id(est): {"zipmap": False} for est in _estimators(pipeline) if hasattr(est, "classes_") and hasattr(est, "predict_proba")}
-    global _built
-    built: list[dict[str, str]] = []
-    with _registered(_Settings(form, max_memory, matmul, temperature)):
-        _built = built
+    zipmap = {id(est): {"zipmap": False} for est in _estimators(pipeline) if hasattr(est, "classes_") and hasattr(est, "predict_proba")}
+    steps = _Steps(options, built=[])
+    with restored():
+        _register(skl2onnx, steps)
         try:
-            onx = skl2onnx.to_onnx(pipeline, initial_types=inputs, target_opset=opset, options=options)
+            onx = skl2onnx.to_onnx(pipeline, initial_types=inputs, target_opset=opset, options=zipmap)
         except Tree2MatError:
             raise
         except Exception as exc:  # skl2onnx cannot convert a step: name it
             raise UnsupportedModelError(
                 f"skl2onnx cannot convert {describe(pipeline)}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
             ) from exc
-        finally:
-            _built = None
-    if not built:
+    assert steps.built is not None
+    if not steps.built:
         raise UnsupportedModelError(f"{describe(pipeline)} has no tree step that tree2mat converts; skl2onnx alone converts it")
     sort_nodes(onx.graph)
     if by_name:
         onx = _one_matrix_input(onx, kind is DoubleTensorType, n)
-    return onx, built
-
-
-@contextlib.contextmanager
-def _registered(settings: _Settings) -> Iterator[None]:
-    """tree2mat's converters registered for one conversion only (see :func:`restored`)."""
-    with restored():
-        register_skl2onnx(settings.form, max_memory=settings.max_memory, matmul=settings.matmul, temperature=settings.temperature)
-        yield
+    return onx, steps.built
 
 
 @contextlib.contextmanager
 def restored() -> Iterator[None]:
-    """skl2onnx's converter registries, and the settings of :func:`register_skl2onnx`, as they
-    were before the block."""
+    """skl2onnx's converter registries as they were before the block."""
     from skl2onnx import _parse, _supported_operators
     from skl2onnx.common import _registration
 
-    global _settings
     pools = (_supported_operators.sklearn_operator_name_map, _registration._converter_pool,
              _registration._shape_calculator_pool, _parse.sklearn_parsers_map)
-    saved, before = [dict(pool) for pool in pools], _settings
+    saved = [dict(pool) for pool in pools]
     try:
         yield
     finally:
         for pool, copy in zip(pools, saved):
             pool.clear()
             pool.update(copy)
-        _settings = before
 
 
 def _refuse_sparse_to_xgboost(pipeline: Any) -> None:

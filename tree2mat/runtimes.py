@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from tree2mat.convert import needs_external_data, write_external
 from tree2mat.errors import DeviceUnavailableError, VerificationError
+from tree2mat.onnx_io import needs_external_data, write_external
 
 #: ``run(X) -> outputs by name``, for one loaded graph.
 Run = Callable[[np.ndarray], dict[str, np.ndarray]]

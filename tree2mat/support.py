@@ -24,9 +24,10 @@ def support_table() -> str:
     for spec in FRONTENDS.values():
         for name, est in spec.estimators.items():
             lines.append(f"| {spec.library} | `{name}` | {est.task} | {est.missing} | {est.notes} |")
-    lines += ["", "| form | exact | graph |", "|---|---|---|"]
+    lines += ["", "| form | exact | exact on (the runtime matrix) | graph |", "|---|---|---|---|"]
     for name, form in FORMS.items():
-        lines.append(f"| `{name}` | {'yes' if form.exact else 'no'} | {form.summary} |")
+        proven = ", ".join(form.proven_on) if form.proven_on else "—"
+        lines.append(f"| `{name}` | {'yes' if form.exact else 'no'} | {proven} | {form.summary} |")
     return "\n".join(lines)
 
 

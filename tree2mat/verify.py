@@ -26,15 +26,16 @@ import numpy as np
 import onnx
 
 from tree2mat import frontends, pipelines
-from tree2mat.convert import needs_external_data
-from tree2mat.data import DATA_SUFFIXES, ArrayRows, Rows, load_data, open_rows, read_chunks  # noqa: F401 (re-exported)
+from tree2mat.data import ArrayRows, Rows, open_rows, read_chunks
 from tree2mat.errors import DataError, DeviceUnavailableError, ModelFileError, OptionError, VerificationError
 from tree2mat.forms import FORMS
 from tree2mat.forms._layout import EXIT_LEAVES, leaf_ids_of
 from tree2mat.frontends._support import labelled_frame
+from tree2mat.frontends.sklearn import is_pipeline
 from tree2mat.ir import evaluate
 from tree2mat.ir.core import CategoryCodes, Ensemble, Tree
 from tree2mat.ir.thresholds import compare_dtype, float32_neighbours, graph_thresholds
+from tree2mat.onnx_io import needs_external_data
 from tree2mat.runtimes import RUNTIMES
 
 REPORT_SCHEMA = 2
@@ -645,7 +646,7 @@ def verify(
         raise OptionError("--atol and --rtol must be numbers >= 0")
     model_name = str(model_or_path) if isinstance(model_or_path, (str, Path)) else type(model_or_path).__name__
     model = frontends.load_object(model_or_path)
-    pipeline = model if pipelines.is_pipeline(model) else None
+    pipeline = model if is_pipeline(model) else None
     if pipeline is not None:
         model = pipelines.final_step(pipeline)
         if data is None:

@@ -11,6 +11,7 @@ import onnx
 from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms import _heads, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions, tensor_info
+from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
 from tree2mat.ir.core import Ensemble, Tree
 
 #: ``exit_leaf(g, ens, st, x, opts)``: from the compared input ``x`` to where the rows exit
@@ -99,6 +100,24 @@ def padded_work(ens: Ensemble) -> tuple[int, int]:
     return sum(t.size * (i + l) for t, i, l in groups), sum(t.size * i * l for t, i, l in groups)
 
 
+def dense_form(
+    name: str, build: Callable[[Ensemble, GraphOptions], onnx.ModelProto], summary: str, per_node_us: float, per_product_us: float,
+) -> FormSpec:
+    """The spec of a matrix form: dense [T, I, L] constants, a MatMul in any of MATMUL_DTYPES,
+    the exit of :func:`exit_layout`, exact on every runtime of the matrix, and the cost model
+    ``per_node_us * nodes + per_product_us * products`` (:func:`padded_work`)."""
+
+    def us_per_row(ens: Ensemble) -> float:
+        nodes, products = padded_work(ens)
+        return per_node_us * nodes + per_product_us * products
+
+    return FormSpec(
+        name=name, build=build, exact=True, summary=summary,
+        constant_bytes=dense_constant_bytes, bytes_per_row=dense_bytes_per_row, us_per_row=us_per_row,
+        matmul=tuple(MATMUL_DTYPES), exit_layout=exit_layout, proven_on=ALL_RUNTIMES,
+    )
+
+
 #: ``tree_scores(tree)``: a tree's score matrix [L, I] and bias [L] (small integers).
 TreeScores = Callable[[Tree], tuple[np.ndarray, np.ndarray]]
 
@@ -179,8 +198,9 @@ def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarra
 def build(
     ens: Ensemble, opts: GraphOptions, name: str, exit_leaf: ExitLeaf,
     constant_bytes: Callable[[Ensemble], int] = dense_constant_bytes, layout: str = "dense",
+    constant_limit: int | None = None, size_hint: str = _layout.DENSE_SIZE_HINT,
 ) -> onnx.ModelProto:
-    _layout.check_size(f"{layout} {name} layout", name, constant_bytes(ens))
+    _layout.check_size(f"{layout} {name} layout", constant_bytes(ens), constant_limit, size_hint)
     st = _layout.stack(ens, opts.dtype)
     g = GraphBuilder(opts.opset)
     x = _layout.compared_input(g, ens, opts)

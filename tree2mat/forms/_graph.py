@@ -13,7 +13,7 @@ import onnx
 from numpy.typing import DTypeLike
 from onnx import TensorProto, helper, numpy_helper
 
-from tree2mat import __version__
+from tree2mat._version import __version__
 from tree2mat.errors import UnsupportedModelError
 
 #: Default opset: the newest the pinned onnxruntime (1.31) runs (a test checks that it still does).

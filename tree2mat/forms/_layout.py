@@ -282,26 +282,19 @@ def categorical_bytes_per_row(ens: Ensemble) -> int:
     return len(features) * width * 13 + n_nodes * 29
 
 
-#: Largest node table (traverse form): beyond protobuf's 2 GiB the graph is written as ONNX
-#: external data; this cap only stops a model no machine could score.
-MAX_NODE_TABLE_BYTES = 32 * 2**30
+#: What to do about a dense [T, I, L] layout over its limit.
+DENSE_SIZE_HINT = (
+    "use --form traverse (memory grows with the nodes, not nodes x leaves), or train with fewer leaves "
+    "(max_depth / max_leaf_nodes) or fewer trees"
+)
 
 
-def constant_limit(form: str) -> int:
-    """The largest constants a form may build: the node table of ``traverse`` grows with the
-    nodes only; the dense forms' [T, I, L] matrices are impractical long before."""
-    return MAX_NODE_TABLE_BYTES if form == "traverse" else MAX_INITIALIZER_BYTES
-
-
-def check_size(what: str, form: str, n_bytes: int) -> None:
-    limit = constant_limit(form)
+def check_size(what: str, n_bytes: int, limit: int | None = None, hint: str = DENSE_SIZE_HINT) -> None:
+    """Refuse a layout over ``limit`` bytes of constants (default MAX_INITIALIZER_BYTES, the
+    dense layouts' limit)."""
+    limit = MAX_INITIALIZER_BYTES if limit is None else limit
     if n_bytes <= limit:
         return
-    hint = (
-        "train with fewer trees or leaves" if form == "traverse" else
-        "use --form traverse (memory grows with the nodes, not nodes x leaves), or train with "
-        "fewer leaves (max_depth / max_leaf_nodes) or fewer trees"
-    )
     raise UnsupportedModelError(
         f"the {what} needs {n_bytes / 2**30:.2f} GiB of constants, over the {limit / 2**30:.2f} GiB "
         f"limit of its graph's constants; {hint}"

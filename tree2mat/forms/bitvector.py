@@ -34,3 +34,11 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
 
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
     return _exact.build(ens, opts, "bitvector", exit_leaf)
+
+
+#: Cost model (microseconds per padded node and leaf, per matrix entry; benchmarks/form_speed.py
+#: fits them).
+FORM = _exact.dense_form(
+    "bitvector", build, "QuickScorer as a matrix (Rethink Traversal Alg. 2): leftmost ArgMax(Q z), all trees in one MatMul",
+    per_node_us=0.00374, per_product_us=1.54e-5,
+)

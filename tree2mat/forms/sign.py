@@ -42,3 +42,11 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
 
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
     return _exact.build(ens, opts, "sign", exit_leaf)
+
+
+#: Cost model (microseconds per padded node and leaf, per matrix entry; benchmarks/form_speed.py
+#: fits them).
+FORM = _exact.dense_form(
+    "sign", build, "Decision Machines eq. 5: ArgMax(B sgn(Sx - t) - depth), all trees in one MatMul",
+    per_node_us=0.00455, per_product_us=1.19e-5,
+)

@@ -29,12 +29,15 @@ them (exact digits in float32), so that the limit is the model's values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx
 
 from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms import _exact, _layout, sign
 from tree2mat.forms._graph import GraphBuilder, GraphOptions, softplus
+from tree2mat.forms._spec import FormSpec
 from tree2mat.ir.core import Ensemble
 
 #: Default temperature (in input-feature units).
@@ -139,7 +142,7 @@ def _build(ens: Ensemble, opts: GraphOptions, name: str) -> onnx.ModelProto:
         raise UnsupportedModelError(f"the {name} form does not support linear leaves (LightGBM linear_tree); use an exact form")
     if opts.leaves:
         raise UnsupportedModelError(f"--leaves needs an exact form: the {name} form has no exit leaf")
-    _layout.check_size(f"dense {name} layout", name, constant_bytes(ens))
+    _layout.check_size(f"dense {name} layout", constant_bytes(ens))
     tau = DEFAULT_TEMPERATURE if opts.temperature is None else opts.temperature
     st = _layout.stack(ens, opts.dtype)
     g = GraphBuilder(opts.opset)
@@ -163,3 +166,16 @@ def build_soft(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
 def build_softmax(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
     return _build(ens, opts, "softmax")
 
+
+def _spec(name: str, build: Callable[[Ensemble, GraphOptions], onnx.ModelProto], summary: str) -> FormSpec:
+    return FormSpec(name=name, build=build, exact=False, summary=summary, constant_bytes=constant_bytes, bytes_per_row=bytes_per_row)
+
+
+SOFT = _spec(
+    "soft", build_soft,
+    "differentiable approximation (Decision Machines eq. 12-13): leaf probabilities as products of sigmoids at temperature tau; exact only as tau -> 0",
+)
+SOFTMAX = _spec(
+    "softmax", build_softmax,
+    "differentiable approximation (Decision Machines eq. 11, Rethink Traversal Alg. 5): softmax over the leaves' template scores at temperature tau; exact only as tau -> 0",
+)

@@ -19,6 +19,7 @@ import onnx
 
 from tree2mat.forms import _exact, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
+from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
 from tree2mat.ir.core import Ensemble
 
 
@@ -288,4 +289,43 @@ def bytes_per_row(ens: Ensemble) -> int:
 
 
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
-    return _exact.build(ens, opts, "traverse", exit_leaf, constant_bytes=constant_bytes, layout="node-table")
+    return _exact.build(
+        ens, opts, "traverse", exit_leaf, constant_bytes=constant_bytes, layout="node-table",
+        constant_limit=constant_limit(), size_hint="train with fewer trees or leaves",
+    )
+
+
+#: Largest node table: beyond protobuf's 2 GiB the graph is written as ONNX external data; this
+#: cap only stops a model no machine could score.
+MAX_NODE_TABLE_BYTES = 32 * 2**30
+
+
+def constant_limit() -> int:
+    return MAX_NODE_TABLE_BYTES
+
+
+#: Cost model (microseconds; benchmarks/form_speed.py fits them): per level walked, per tree.
+PER_LEVEL_US, PER_TREE_US = 0.00324, 0.00192
+
+
+def tree_levels(ens: Ensemble) -> int:
+    """The levels the walk takes: every tree's depth (at least 1), summed."""
+    return int(np.maximum(ens.tree_depths(), 1).sum())
+
+
+def us_per_row(ens: Ensemble) -> float:
+    return PER_LEVEL_US * tree_levels(ens) + PER_TREE_US * ens.n_trees
+
+
+FORM = FormSpec(
+    name="traverse",
+    build=build,
+    exact=True,
+    summary="root-to-leaf walk, one level per step for all trees at once (GatherElements); memory grows with nodes, not nodes x leaves",
+    constant_bytes=constant_bytes,
+    bytes_per_row=bytes_per_row,
+    constant_limit=constant_limit,
+    us_per_row=us_per_row,
+    exit_layout=exit_layout,
+    proven_on=ALL_RUNTIMES,
+)

@@ -15,7 +15,7 @@ from tree2mat.frontends import loading
 from tree2mat.frontends import sklearn as _sklearn
 from tree2mat.frontends import xgboost as _xgboost
 from tree2mat.frontends._support import SupportRow
-from tree2mat.frontends.loading import MALFORMED, load_file
+from tree2mat.frontends.loading import MALFORMED, load_file, xgboost_document
 from tree2mat.ir.core import Ensemble
 
 
@@ -116,8 +116,6 @@ def _escaped_parameters(text: bytes) -> bytes:
 
 def _writer_major(path: str | Path) -> int:
     """The major version of the XGBoost that wrote a native file (its ``version`` field)."""
-    from tree2mat.frontends.loading import xgboost_document
-
     version = xgboost_document(Path(path)).get("version", [0])
     return int(version[0]) if isinstance(version, list) and version and isinstance(version[0], int) else 0
 

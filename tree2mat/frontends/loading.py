@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from tree2mat.errors import ModelFileError, OptionError, UnsupportedModelError
+from tree2mat.frontends._ubjson import decode
+from tree2mat.frontends.lightgbm import from_text
+from tree2mat.frontends.xgboost import from_document
+from tree2mat.ir.io import ensemble_from_dict, is_ir_document
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
 SUFFIXES = PICKLE_SUFFIXES + (".skops", ".json", ".txt", ".ubj")
@@ -212,8 +216,6 @@ def _load_skops(path: Path) -> Any:
 def _read_document(path: Path) -> Any:
     """The document of a JSON or XGBoost UBJSON file (``.ubj``, or UBJSON by its contents)."""
     if path.suffix.lower() == ".ubj" or file_kind(path) == UBJSON:
-        from tree2mat.frontends._ubjson import decode
-
         try:
             data = path.read_bytes()
         except OSError as exc:
@@ -236,8 +238,6 @@ def xgboost_document(path: Path) -> dict:
 
 
 def _load_json(path: Path) -> Any:
-    from tree2mat.ir.io import ensemble_from_dict, is_ir_document
-
     doc = _read_document(path)
     if is_ir_document(doc):
         return ensemble_from_dict(doc, name=str(path))
@@ -254,8 +254,6 @@ MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, Overfl
 
 def _load_xgboost(path: Path, doc: dict | None = None) -> Any:
     """An XGBoost model file (UBJSON, or JSON already read as ``doc``), read without xgboost."""
-    from tree2mat.frontends.xgboost import from_document
-
     doc = xgboost_document(path) if doc is None else doc
     try:
         return from_document(doc, str(path))
@@ -264,8 +262,6 @@ def _load_xgboost(path: Path, doc: dict | None = None) -> Any:
 
 
 def _load_lightgbm_text(path: Path) -> Any:
-    from tree2mat.frontends.lightgbm import from_text
-
     try:
         data = path.read_bytes()  # as LightGBM reads it: tree_sizes count bytes, line ends included
     except OSError as exc:

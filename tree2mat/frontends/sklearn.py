@@ -320,13 +320,20 @@ def handles(model: Any) -> bool:
     return type(model).__module__.startswith("sklearn.")
 
 
-def to_ensemble(model: Any) -> Ensemble:
-    from tree2mat import pipelines
+def is_pipeline(model: Any) -> bool:
+    """Whether ``model`` is a scikit-learn ``Pipeline`` (converted whole by tree2mat.pipelines)."""
+    return type(model).__name__ == "Pipeline" and type(model).__module__.startswith("sklearn.") and hasattr(model, "steps")
 
+
+def describe_pipeline(pipeline: Any) -> str:
+    return "Pipeline(" + ", ".join(f"{name}={type(step).__name__}" for name, step in pipeline.steps) + ")"
+
+
+def to_ensemble(model: Any) -> Ensemble:
     name = _name(model)
-    if pipelines.is_pipeline(model):
+    if is_pipeline(model):
         raise UnsupportedModelError(
-            f"scikit-learn {pipelines.describe(model)}: convert and verify take a whole pipeline (through "
+            f"scikit-learn {describe_pipeline(model)}: convert and verify take a whole pipeline (through "
             "skl2onnx, the pipelines extra); this command takes a tree model, such as its tree step pipeline[-1]"
         )
     if name not in ESTIMATORS:

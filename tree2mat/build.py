@@ -1,0 +1,129 @@
+"""The core of a conversion: :class:`ConvertOptions` (every option, checked once, the form resolved
+to its :class:`~tree2mat.forms.FormSpec`) and :func:`build_graph` (an IR to a checked ONNX graph
+with tree2mat's metadata). ``convert`` and the pipeline converter both build through here."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from tree2mat.errors import OptionError
+from tree2mat.forms import AUTO, DEFAULT_OPSET, FORMS, MIN_OPSET, FormSpec, GraphOptions, auto, check_form
+from tree2mat.ir.core import Ensemble
+from tree2mat.onnx_io import needs_external_data
+
+DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
+
+Progress = Callable[[str], None]
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """What a conversion is asked for, checked (make one with :meth:`parse`).
+
+    ``form``: the form's spec, or None for auto (the fastest exact form within ``max_memory``).
+    ``dtype`` / ``opset``: None for the default of what is converted (a tree model: float32 and
+    the newest opset the pinned onnxruntime runs; a pipeline: float64 and the newest skl2onnx
+    converts)."""
+
+    form: FormSpec | None = None
+    dtype: str | None = None
+    opset: int | None = None
+    raw: bool = False
+    leaves: bool = False
+    temperature: float | None = None
+    matmul: str = "float32"
+    max_memory: int = auto.DEFAULT_MAX_MEMORY
+
+    @classmethod
+    def parse(
+        cls, form: str = AUTO, *, dtype: str | None = None, opset: int | None = None, raw: bool = False,
+        leaves: bool = False, temperature: float | None = None, matmul: str = "float32", max_memory: int | None = None,
+    ) -> ConvertOptions:
+        """The options of ``tree2mat.convert`` (or the CLI), each checked: an OptionError names
+        the first that is wrong."""
+        spec = None if form == AUTO else check_form(form)
+        budget = auto.DEFAULT_MAX_MEMORY if max_memory is None else max_memory
+        if not budget > 0:
+            raise OptionError(f"--max-memory must be positive, got {budget}")
+        if spec is None and (temperature is not None or matmul != "float32"):
+            raise OptionError("--temperature and --matmul need an explicit --form (auto picks an exact float32 form)")
+        if spec is not None and temperature is not None:
+            if spec.exact:
+                raise OptionError(f"--temperature applies to the soft forms ({', '.join(n for n, f in FORMS.items() if not f.exact)}), not to the exact form {spec.name}")
+            if not (np.isfinite(temperature) and temperature > 0):
+                raise OptionError(f"--temperature must be a finite number > 0, got {temperature}")
+        if spec is not None and leaves and not spec.exact:
+            raise OptionError(f"--leaves needs an exact form: the {spec.name} form has no exit leaf")
+        if spec is not None and matmul not in spec.matmul:
+            which = ", ".join(n for n, f in FORMS.items() if len(f.matmul) > 1)
+            raise OptionError(
+                f"--matmul {matmul} is not available for the form {spec.name}; it takes {', '.join(spec.matmul)}"
+                f" (reduced precision: the forms {which})"
+            )
+        if dtype is not None and dtype not in DTYPES:
+            raise OptionError(f"dtype {dtype!r} is not supported; choose one of {', '.join(DTYPES)}")
+        if opset is not None and not MIN_OPSET <= opset <= DEFAULT_OPSET:
+            raise OptionError(
+                f"opset {opset} is not supported; choose {MIN_OPSET} to {DEFAULT_OPSET} "
+                "(the newest the pinned onnxruntime runs)"
+            )
+        return cls(spec, dtype, opset, raw, leaves, temperature, matmul, budget)
+
+    @property
+    def form_name(self) -> str:
+        return AUTO if self.form is None else self.form.name
+
+
+def build_graph(ens: Ensemble, options: ConvertOptions, progress: Progress = quiet) -> onnx.ModelProto:
+    """The checked ONNX graph of ``ens`` under ``options`` (auto resolved here, an explicit form
+    refused when over the memory budget), with tree2mat's metadata (``tree2mat.*``)."""
+    reason = None
+    if options.form is None:
+        choice = auto.choose(ens, options.max_memory)
+        spec, reason = FORMS[choice.form], choice.reason
+    else:
+        spec = options.form
+        auto.check_budget(spec, ens, options.max_memory)
+    opts = GraphOptions(
+        dtype=DTYPES[options.dtype or "float32"], opset=DEFAULT_OPSET if options.opset is None else options.opset,
+        raw=options.raw, leaves=options.leaves, temperature=options.temperature, matmul=options.matmul,
+    )
+    progress(f"building the {spec.name} graph of {ens.n_trees} trees")
+    model = spec.build(ens, opts)
+    stamp(model, {
+        "tree2mat.form": spec.name,
+        "tree2mat.source": ens.source,
+        "tree2mat.n_trees": str(ens.n_trees),
+        "tree2mat.n_features": str(ens.n_features),
+        "tree2mat.raw": str(int(opts.raw)),
+        "tree2mat.exact": str(int(spec.exact)),
+        **({"tree2mat.matmul": opts.matmul} if opts.matmul != "float32" else {}),
+        **({"tree2mat.auto": reason} if reason is not None else {}),
+        **({"tree2mat.categories": json.dumps(ens.category_table())} if ens.category_labels else {}),
+    })
+    return checked(model, progress)
+
+
+def checked(model: onnx.ModelProto, progress: Progress = quiet) -> onnx.ModelProto:
+    """``model`` after onnx's full check (a graph too large for an in-memory check is checked
+    by :func:`tree2mat.onnx_io.save`, from the file)."""
+    if not needs_external_data(model):
+        progress("checking the graph")
+        onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def stamp(model: onnx.ModelProto, meta: dict[str, str]) -> None:
+    """Add ``meta`` to the model's metadata, in key order."""
+    for key in sorted(meta):
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, meta[key]

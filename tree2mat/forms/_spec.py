@@ -1,0 +1,57 @@
+"""What a form is to the rest of tree2mat: :class:`FormSpec`. Each form's module ends in its spec;
+``tree2mat.forms.FORMS`` lists them, and the CLI's choices, ``--form auto``, ``inspect``, ``bench``,
+``verify`` and the README's support table all read the specs, never a form's name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from tree2mat.forms import _layout
+from tree2mat.forms._graph import GraphOptions
+from tree2mat.ir.core import Ensemble
+
+#: The runtimes of ``verify --runtime`` (tree2mat.runtimes.RUNTIMES): the runtime matrix
+#: (tests/test_runtimes.py, make test-webgpu) checks an exact form on each runtime its spec
+#: names in ``proven_on``.
+ALL_RUNTIMES = ("onnxruntime", "reference", "openvino", "tract", "iree", "onnxruntime-node", "onnxruntime-web", "webgpu")
+
+
+def dense_constant_limit() -> int:
+    """The largest constants of a form whose matrices are dense [T, I, L] (impractical long
+    before protobuf's limit)."""
+    return _layout.MAX_INITIALIZER_BYTES
+
+
+@dataclass(frozen=True)
+class FormSpec:
+    """A form, whole."""
+
+    name: str
+    #: ``build(ens, options)``: the ONNX model (tree2mat.build adds the metadata and checks it).
+    build: Callable[[Ensemble, GraphOptions], onnx.ModelProto]
+    #: Routes every float32 input as the library does (else an approximation, e.g. the soft forms).
+    exact: bool
+    #: One line for the CLI's help and the README's support table.
+    summary: str
+    #: Bytes of the graph's constants for ``ens``, and of its intermediates per row: ``--max-memory``
+    #: and ``--form auto`` budget with them.
+    constant_bytes: Callable[[Ensemble], int]
+    bytes_per_row: Callable[[Ensemble], int]
+    #: The largest constants the form builds (read when asked: tests lower the limits).
+    constant_limit: Callable[[], int] = dense_constant_limit
+    #: Estimated CPU time per row, microseconds (constants fitted by benchmarks/form_speed.py):
+    #: the exact forms that have one are ``--form auto``'s candidates.
+    us_per_row: Callable[[Ensemble], float] | None = None
+    #: Element types its path-matching MatMul can run in (``--matmul``); exact forms only.
+    matmul: tuple[str, ...] = ("float32",)
+    #: Exact forms: ``exit_layout(ens, dtype)``, the ``(order, slots, index_dtype)`` of the exit
+    #: index of the graph of input ``dtype`` (see :class:`_layout.Exit`), by which ``verify``
+    #: reads it and maps it to leaf ids.
+    exit_layout: Callable[[Ensemble, np.dtype], tuple[np.ndarray, np.ndarray, np.dtype]] | None = None
+    #: Exact forms: the runtimes whose runs of its graphs the runtime matrix checks against the
+    #: libraries (names of tree2mat.runtimes.RUNTIMES).
+    proven_on: tuple[str, ...] = ()
