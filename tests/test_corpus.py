@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tree2mat import frontends
 from tree2mat.cli import main
-from tree2mat.frontends import loading
+from tree2mat.frontends import lightgbm
 
 CORPUS = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "corpus").iterdir())
 
@@ -34,8 +35,7 @@ def _library_loads(path: Path) -> bool:
     """Whether the library that wrote ``path`` loads it (its own loader, not tree2mat's; for
     LightGBM its C API, which also loads texts whose parameters its Python package cannot
     read)."""
-    kind = loading.file_kind(path)
-    if kind == loading.LIGHTGBM_TEXT:  # (also the early texts headed "gbdt")
+    if frontends.file_kind(path) == lightgbm.TEXT.name:  # (also the early texts headed "gbdt")
         from lightgbm.basic import _LIB
 
         handle, iterations = ctypes.c_void_p(), ctypes.c_int(0)

@@ -1,6 +1,8 @@
-"""A new form is one file and one registry entry: with tests/toy_form.py registered in ``FORMS``
-(and nothing else changed), the CLI takes it, auto weighs it, inspect lists it, the README's
-table shows it and verify proves it against the library."""
+"""A new form or frontend is one file and one registry entry. With tests/toy_form.py registered in
+``FORMS`` (and nothing else changed), the CLI takes the form, auto weighs it, inspect lists it,
+the README's table shows it and verify proves it against the library. With tests/toy_frontend.py
+registered in ``FRONTENDS``, its model files convert under their name or any other, verify
+compares the graph with the toy library's own predictions, and the README's table lists it."""
 
 from __future__ import annotations
 
@@ -15,10 +17,13 @@ from sklearn.ensemble import RandomForestClassifier
 import tree2mat
 from tree2mat.cli import main
 from tree2mat.forms import FORMS, auto
+from tree2mat.frontends import FRONTENDS
 from tree2mat.inspect import summary
 from tree2mat.support import support_table
+from tree2mat.verify import run_graph
 
 import toy_form
+import toy_frontend
 
 
 @pytest.fixture
@@ -84,3 +89,44 @@ def test_inspect_and_the_readme_table_list_the_new_form(toy, model_file, capsys)
     assert main(["inspect", str(model_file), "--format", "json"]) == 0
     assert "toy" in json.loads(capsys.readouterr().out)["forms"]
     assert "| `toy` | yes | onnxruntime | a toy form" in support_table()
+
+
+# ------------------------------------------------------------------------------ a new frontend
+
+
+@pytest.fixture
+def stumps(monkeypatch):
+    monkeypatch.setitem(FRONTENDS, "stumps", toy_frontend.SPEC)
+
+
+def _stumps_file(path):
+    model = toy_frontend.Stumps(3, [(0, 0.5, 1.25, -2.0, True), (2, -1.0, 0.5, 3.0, False), (0, 2.0, 0.25, -0.75, False)])
+    model.save(path)
+    return model
+
+
+@pytest.mark.parametrize("name", ["model.stumps", "model.bin"])
+def test_the_new_frontend_s_files_convert_and_verify_against_its_library(stumps, tmp_path, capsys, name):
+    path = tmp_path / name
+    model = _stumps_file(path)
+    out = tmp_path / "stumps.onnx"
+    assert main(["convert", str(path), "-o", str(out), "--form", "traverse"]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(path), str(out), "--json", "-"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["passed"] and not any("no original library model" in n for n in report["notes"])
+    # the graph against the toy library itself, on thresholds, their neighbours and NaN
+    X = np.array([[0.5, 0, -1.0], [np.nextafter(0.5, 1), 0, np.nextafter(-1.0, 0)], [np.nan, 0, np.nan], [2.0, 0, 5.0]], np.float32)
+    got = run_graph(tree2mat.convert(path), X)
+    np.testing.assert_allclose(got["variable"][:, 0], model.predict(X.astype(np.float64)), rtol=1e-6)
+
+
+def test_without_its_entry_the_new_frontend_s_files_are_unknown(tmp_path):
+    path = tmp_path / "model.stumps"
+    _stumps_file(path)
+    with pytest.raises(tree2mat.Tree2MatError, match="unknown model file type '.stumps'"):
+        tree2mat.convert(path)
+
+
+def test_the_readme_table_lists_the_new_frontend(stumps):
+    assert "| Stumps | `Stumps` | regression |" in support_table()

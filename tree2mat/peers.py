@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+from tree2mat.frontends import FRONTENDS
+
 #: Opsets asked of the peers. onnxmltools 1.16 takes one number and refuses more than 15 ("target_opset
 #: 17 is higher than the number of the installed onnx package or the converter support (15)") and
 #: a dict ("'>' not supported between instances of 'dict' and 'int'"); skl2onnx takes a dict.
@@ -30,9 +32,12 @@ def library_of(model: Any) -> str:
 
 
 def peer_for(model: Any) -> str | None:
-    """The converter that makes a TreeEnsemble graph of ``model``: skl2onnx for scikit-learn,
-    onnxmltools for XGBoost and LightGBM; None for anything else."""
-    return {"sklearn": "skl2onnx", "xgboost": "onnxmltools", "lightgbm": "onnxmltools"}.get(library_of(model))
+    """The converter that makes a TreeEnsemble graph of ``model`` (its frontend's ``peer``:
+    skl2onnx for scikit-learn, onnxmltools for XGBoost and LightGBM); None for anything else."""
+    for spec in FRONTENDS.values():
+        if spec.handles(model):
+            return spec.peer
+    return None
 
 
 def available(peer: str) -> bool:

@@ -44,20 +44,6 @@ from tree2mat.frontends.sklearn import describe_pipeline as describe
 
 EXTRA = "pip install 'tree2mat[pipelines]'"
 
-#: Estimators whose converter :func:`register_skl2onnx` registers: module -> class names. The
-#: outlier detector is left to skl2onnx (its output layout is not a tree2mat graph's).
-TREE_ESTIMATORS: dict[str, tuple[str, ...]] = {
-    "sklearn.tree": ("DecisionTreeClassifier", "DecisionTreeRegressor", "ExtraTreeClassifier", "ExtraTreeRegressor"),
-    "sklearn.ensemble": (
-        "RandomForestClassifier", "RandomForestRegressor", "ExtraTreesClassifier", "ExtraTreesRegressor",
-        "GradientBoostingClassifier", "GradientBoostingRegressor",
-        "HistGradientBoostingClassifier", "HistGradientBoostingRegressor",
-    ),
-    "xgboost": ("XGBClassifier", "XGBRegressor", "XGBRFClassifier", "XGBRFRegressor", "XGBRanker"),
-    "lightgbm": ("LGBMClassifier", "LGBMRegressor", "LGBMRanker"),
-}
-
-
 @dataclass
 class _Steps:
     """What the converters of one registration build with, and (when ``built`` is a list) the
@@ -74,8 +60,14 @@ def _skl2onnx() -> Any:
         raise UnsupportedModelError(f"a scikit-learn Pipeline is converted through skl2onnx, which is not installed: {EXTRA}") from None
 
 
+def tree_estimators() -> dict[str, tuple[str, ...]]:
+    """The estimators :func:`register_skl2onnx` registers a converter for, module -> class names:
+    every frontend's ``pipeline_steps``."""
+    return {module: names for spec in frontends.FRONTENDS.values() for module, names in spec.pipeline_steps.items()}
+
+
 def _classes() -> Iterator[type]:
-    for module_name, names in TREE_ESTIMATORS.items():
+    for module_name, names in tree_estimators().items():
         try:
             module = importlib.import_module(module_name)
         except ImportError:  # an optional library: nothing of it can be in a pipeline
@@ -323,8 +315,10 @@ def final_step(pipeline: Any) -> Any:
     """The last step, which must be a tree model tree2mat converts (the pipeline's predictions
     are its predictions, which ``verify`` compares with)."""
     step = pipeline.steps[-1][1]
-    supported = [name for names in TREE_ESTIMATORS.values() for name in names]
-    if type(step).__name__ not in supported or type(step).__module__.split(".")[0] not in ("sklearn", "xgboost", "lightgbm"):
+    estimators = tree_estimators()
+    supported = [name for names in estimators.values() for name in names]
+    libraries = {module.split(".")[0] for module in estimators}
+    if type(step).__name__ not in supported or type(step).__module__.split(".")[0] not in libraries:
         raise UnsupportedModelError(
             f"{describe(pipeline)} ends in {type(step).__name__}; tree2mat converts pipelines that end in a tree "
             f"model ({', '.join(supported)})"

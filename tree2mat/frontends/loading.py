@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from tree2mat.errors import ModelFileError, OptionError, UnsupportedModelError
+from tree2mat.frontends._spec import HEAD_BYTES, FileFormat
 from tree2mat.frontends._ubjson import decode
-from tree2mat.frontends.lightgbm import from_text
-from tree2mat.frontends.xgboost import from_document
 from tree2mat.ir.io import ensemble_from_dict, is_ir_document
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
-SUFFIXES = PICKLE_SUFFIXES + (".skops", ".json", ".txt", ".ubj")
+#: The suffixes read here whatever the frontends: pickles, .skops and tree2mat's IR (.json).
+SUFFIXES = PICKLE_SUFFIXES + (".skops", ".json")
 
 #: Types a ``.skops`` file may hold: scikit-learn's and numpy's own, plus ``functools.partial``
 #: (HistGradientBoosting keeps one around ``check_array``); anything else is refused by name.
@@ -77,8 +76,10 @@ def _check_file(path: Path) -> None:
         raise ModelFileError(f"{path}: not a regular file")
 
 
-def load_file(path: str | Path) -> Any:
-    """The model object (or an ``Ensemble``, for tree2mat IR JSON) stored in ``path``."""
+def load_file(path: str | Path, formats: Sequence[FileFormat] = ()) -> Any:
+    """The model object (or an ``Ensemble``, for tree2mat IR JSON) stored in ``path``: a pickle,
+    a ``.skops`` file, tree2mat IR, or one of the frontends' native ``formats``, by its name or,
+    under another name, by its first bytes."""
     path = Path(path)
     _check_file(path)
     suffix = path.suffix.lower()
@@ -86,52 +87,41 @@ def load_file(path: str | Path) -> Any:
         return _load_pickle(path)
     if suffix == ".skops":
         return _load_skops(path)
-    if suffix == ".json":
-        return _load_json(path)
-    if suffix == ".txt":
-        return _load_lightgbm_text(path)
-    if suffix == ".ubj":
-        return _load_xgboost(path)
     if suffix == ".onnx":
         raise ModelFileError(f"{path}: this is an ONNX file; pass the original model file")
+    documents = [f for f in formats if f.document is not None]
+    if suffix == ".json" or any(suffix in f.suffixes for f in documents):
+        return _load_document(path, [f for f in documents if suffix in f.suffixes], ir=suffix == ".json")
+    for fmt in formats:
+        if suffix in fmt.suffixes and fmt.load is not None:
+            return fmt.load(path)
     # Another name (LightGBM text as .model, XGBoost JSON as .bin, ...): what the bytes say
-    kind = file_kind(path)
-    if kind == LEGACY_XGBOOST:
-        raise UnsupportedModelError(
-            f"{path}: this is XGBoost's legacy binary model format (deprecated in XGBoost 1.6; XGBoost 3.1 and later "
-            "no longer read it either), which tree2mat does not read; load it with xgboost 3.0 or older and "
-            "save_model('model.json'), then convert model.json"
-        )
-    loaders = {LIGHTGBM_TEXT: _load_lightgbm_text, JSON: _load_json, UBJSON: _load_xgboost, PICKLE: _load_pickle}
-    if kind in loaders:
-        return loaders[kind](path)
+    kind = file_kind(path, formats)
+    if isinstance(kind, FileFormat) and kind.load is not None:
+        return kind.load(path)
+    if kind == PICKLE:
+        return _load_pickle(path)
+    if kind in (JSON, UBJSON):
+        return _load_document(path, documents, ir=kind == JSON)
+    known = sorted({*SUFFIXES, *(x for f in formats for x in f.suffixes)})
     raise ModelFileError(
         f"{path}: unknown model file type {suffix or '(no extension)'!r}, and its contents are none of the "
-        f"formats tree2mat reads; supported: {', '.join(SUFFIXES)} (or those contents under any name)"
+        f"formats tree2mat reads; supported: {', '.join(known)} (or those contents under any name)"
     )
 
 
-#: What :func:`file_kind` tells apart by a file's first bytes.
-LIGHTGBM_TEXT, JSON, UBJSON, PICKLE, LEGACY_XGBOOST = "LightGBM model text", "JSON", "UBJSON", "pickle", "legacy XGBoost binary"
+#: What :func:`file_kind` tells apart by a file's first bytes, besides the frontends' formats.
+JSON, UBJSON, PICKLE = "JSON", "UBJSON", "pickle"
 
 
-def file_kind(path: Path) -> str | None:
-    """The format of ``path`` by its first bytes, whatever its name: LightGBM model text (its
-    first line the booster's name: ``tree``, or ``gbdt`` in early texts such as LightGBM's 2016
-    examples), JSON or XGBoost's UBJSON (an object: ``{`` then a key, in text or in UBJSON's
-    typed form), a pickle (protocol 2 on), XGBoost's legacy binary (``binf``, the magic older
-    XGBoost writes); None if none of those."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(_LEGACY_HEAD)
-    except OSError as exc:
-        raise ModelFileError(f"{path}: cannot read: {exc}") from exc
-    first = re.split(rb"[\r\n]", head, maxsplit=1)[0].strip()  # (LightGBM ends a line at CR or LF)
-    if first in (b"tree", b"gbdt"):
-        return LIGHTGBM_TEXT
-    # (XGBoost4J-Spark writes 4 bytes, the class count, before the booster's own bytes)
-    if any(head[at:].startswith(b"binf") or _legacy_xgboost(head[at:]) for at in (0, 4)):
-        return LEGACY_XGBOOST
+def file_kind(path: Path, formats: Sequence[FileFormat] = ()) -> FileFormat | str | None:
+    """The format of ``path`` by its first bytes, whatever its name: the first of ``formats``
+    whose ``sniff`` recognises them, else JSON or UBJSON (an object: ``{`` then a key, in text
+    or in UBJSON's typed form) or a pickle (protocol 2 on); None if none of those."""
+    head = read_head(path)
+    for fmt in formats:
+        if fmt.sniff is not None and fmt.sniff(head):
+            return fmt
     head = head[:64]
     if len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:
         return PICKLE
@@ -145,26 +135,13 @@ def file_kind(path: Path) -> str | None:
     return None
 
 
-#: Bytes read to recognise XGBoost's legacy binary: its 136-byte LearnerModelParam, then the
-#: objective's and the booster's names, each after a uint64 length.
-_LEGACY_HEAD = 4 + 136 + 8 + 64 + 8 + 8
-
-
-def _legacy_xgboost(head: bytes) -> bool:
-    """Whether ``head`` opens an XGBoost legacy binary model without the ``binf`` magic (as
-    XGBoost 0.90 to 1.0 wrote it): the learner's parameters (136 bytes), then the objective's
-    name (e.g. ``reg:squarederror``) and the booster's (``gbtree``, ``gblinear`` or ``dart``),
-    each after a uint64 length."""
-    at = 136
-    if len(head) < at + 8:
-        return False
-    n = int.from_bytes(head[at : at + 8], "little")
-    objective = head[at + 8 : at + 8 + n]
-    if not 0 < n <= 64 or b":" not in objective or not objective.isascii():
-        return False
-    at += 8 + n
-    m = int.from_bytes(head[at : at + 8], "little")
-    return head[at + 8 : at + 8 + m] in (b"gbtree", b"gblinear", b"dart")
+def read_head(path: Path) -> bytes:
+    """The first HEAD_BYTES bytes of ``path`` (what formats are recognised by)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(HEAD_BYTES)
+    except OSError as exc:
+        raise ModelFileError(f"{path}: cannot read: {exc}") from exc
 
 
 def _load_pickle(path: Path) -> Any:
@@ -213,8 +190,8 @@ def _load_skops(path: Path) -> Any:
         raise ModelFileError(f"{path}: cannot load .skops file: {type(exc).__name__}: {exc}") from exc
 
 
-def _read_document(path: Path) -> Any:
-    """The document of a JSON or XGBoost UBJSON file (``.ubj``, or UBJSON by its contents)."""
+def read_document(path: Path) -> Any:
+    """The document of a JSON or UBJSON file (``.ubj``, or UBJSON by its contents)."""
     if path.suffix.lower() == ".ubj" or file_kind(path) == UBJSON:
         try:
             data = path.read_bytes()
@@ -229,44 +206,24 @@ def _read_document(path: Path) -> Any:
         raise ModelFileError(f"{path}: not valid JSON: nested too deeply") from exc
 
 
-def xgboost_document(path: Path) -> dict:
-    """An XGBoost model document from a native ``.json`` or ``.ubj`` file (xgboost not needed)."""
-    doc = _read_document(path)
-    if not isinstance(doc, dict) or "learner" not in doc:
-        raise ModelFileError(f"{path}: not an XGBoost model (no 'learner' key)")
-    return doc
-
-
-def _load_json(path: Path) -> Any:
-    doc = _read_document(path)
-    if is_ir_document(doc):
+def _load_document(path: Path, formats: Sequence[FileFormat], ir: bool) -> Any:
+    """The model of a JSON / UBJSON document: tree2mat IR (``ir``), else the first of the
+    document ``formats`` that takes it."""
+    doc = read_document(path)
+    if ir and is_ir_document(doc):
         return ensemble_from_dict(doc, name=str(path))
-    if not (isinstance(doc, dict) and "learner" in doc):
-        raise ModelFileError(f"{path}: neither a tree2mat IR document nor an XGBoost model (no 'tree2mat_ir' or 'learner' key)")
-    return _load_xgboost(path, doc)
+    for fmt in formats:
+        assert fmt.document is not None
+        model = fmt.document(doc, str(path))
+        if model is not None:
+            return model
+    expected = " nor ".join(f.expects for f in formats)
+    if ir:
+        raise ModelFileError(f"{path}: neither a tree2mat IR document nor {expected}" if expected else f"{path}: not a tree2mat IR document (no 'tree2mat_ir' key)")
+    raise ModelFileError(f"{path}: not {expected}")
 
 
 #: What a reader may raise on a document (or a fitted object's attributes) of the wrong shape that
 #: no check of its own caught: a malformed input, not tree2mat's own failure (make fuzz hunts
 #: these down one by one).
 MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError)
-
-
-def _load_xgboost(path: Path, doc: dict | None = None) -> Any:
-    """An XGBoost model file (UBJSON, or JSON already read as ``doc``), read without xgboost."""
-    doc = xgboost_document(path) if doc is None else doc
-    try:
-        return from_document(doc, str(path))
-    except MALFORMED as exc:
-        raise ModelFileError(f"{path}: ill-formed XGBoost model: {type(exc).__name__}: {exc}") from exc
-
-
-def _load_lightgbm_text(path: Path) -> Any:
-    try:
-        data = path.read_bytes()  # as LightGBM reads it: tree_sizes count bytes, line ends included
-    except OSError as exc:
-        raise ModelFileError(f"{path}: not a readable LightGBM model text: {exc}") from exc
-    try:
-        return from_text(data, str(path))
-    except MALFORMED as exc:
-        raise ModelFileError(f"{path}: ill-formed LightGBM model text: {type(exc).__name__}: {exc}") from exc

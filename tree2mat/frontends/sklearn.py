@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tree2mat.errors import UnsupportedModelError
+from tree2mat.frontends._spec import FrontendSpec
 from tree2mat.frontends._support import SupportRow, labelled_frame, normalize_classes
 from tree2mat.ir.build import tree_from_nodes
 from tree2mat.ir.core import (
@@ -388,3 +389,23 @@ def reference_outputs(model: Any, X: np.ndarray, raw: bool, ens: Ensemble) -> di
     if raw and name.startswith("HistGradientBoosting"):
         return {"variable": np.asarray(model._raw_predict(X)).reshape(n, -1)}
     return {"variable": np.asarray(model.predict(X)).reshape(n, -1)}
+
+
+SPEC = FrontendSpec(
+    name="sklearn",
+    library="scikit-learn",
+    handles=handles,
+    to_ensemble=to_ensemble,
+    reference_outputs=reference_outputs,
+    estimators=ESTIMATORS,
+    pipeline_steps={
+        "sklearn.tree": ("DecisionTreeClassifier", "DecisionTreeRegressor", "ExtraTreeClassifier", "ExtraTreeRegressor"),
+        # (IsolationForest is left to skl2onnx in a pipeline: its output layout is not a tree2mat graph's)
+        "sklearn.ensemble": (
+            "RandomForestClassifier", "RandomForestRegressor", "ExtraTreesClassifier", "ExtraTreesRegressor",
+            "GradientBoostingClassifier", "GradientBoostingRegressor",
+            "HistGradientBoostingClassifier", "HistGradientBoostingRegressor",
+        ),
+    },
+    peer="skl2onnx",
+)
