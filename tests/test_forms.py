@@ -1,7 +1,8 @@
 """Every exact form against the libraries: the same models, the same synthesized rows
 (threshold, NaN, +-inf, extreme, unseen categories, custom missing values), verified against each
-library's own predictions with routing checked leaf by leaf. The sign form also runs the whole
-per-library suites; this file makes sure every other exact form gives the same answers."""
+library's own predictions with routing checked leaf by leaf. The per-library suites convert with
+the default form (auto, which picks traverse for their models); this file makes sure every exact
+form, and each reduced-precision MatMul, gives the same answers."""
 
 from __future__ import annotations
 

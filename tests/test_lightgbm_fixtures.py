@@ -57,8 +57,15 @@ def test_fixture_matches_lightgbm(path, suffix):
     assert_matches(run_onnx(onx, X), want, X, ens)
 
 
-def test_fixtures_exist():
-    assert len(FIXTURES) == 3
+def test_fixtures_cover_what_they_are_there_for():
+    """The committed texts hold, between them, categorical splits with zero as missing, linear
+    leaves and random-forest averaging (make_lightgbm_fixtures.py writes one of each), each with
+    LightGBM's outputs beside it."""
+    kinds = {p.stem: tree2mat.load(p) for p in FIXTURES}
+    assert all(p.with_suffix(".npz").exists() for p in FIXTURES)
+    assert any(t.cat_nodes.size and t.zero_missing.any() for t in kinds["lightgbm_binary_categorical_zero_as_missing"].trees)
+    assert all(t.is_linear for t in kinds["lightgbm_regression_linear_tree"].trees)
+    assert kinds["lightgbm_multiclassova_rf"].aggregation is Aggregation.MEAN
 
 
 def test_mutated_texts_give_typed_errors():

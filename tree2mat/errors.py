@@ -13,10 +13,6 @@ class UnsupportedModelError(Tree2MatError):
     """The model (or one of its settings) cannot be converted exactly."""
 
 
-class UnsupportedFormError(Tree2MatError):
-    """The requested form or option does not apply to this model."""
-
-
 class ModelFileError(Tree2MatError):
     """A model file is missing, unreadable or malformed."""
 

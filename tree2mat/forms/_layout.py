@@ -112,7 +112,7 @@ def leaf_ids_of(index: np.ndarray, order: np.ndarray, slots: np.ndarray) -> np.n
 
 #: Largest dense constants a form builds. Beyond this the dense layout is impractical (memory and
 #: work per row grow with trees x nodes x leaves): a 20 000-leaf tree needs 1.5 GiB and hours of
-#: verification. Sparse layouts for such trees are planned; until then such models are refused.
+#: verification. Such models are refused by the dense forms; the traverse form takes them.
 MAX_INITIALIZER_BYTES = 512 * 2**20
 
 
