@@ -12,7 +12,7 @@ NODE_STAMP := $(NODE_DIR)/.tree2mat-installed
 HAS_NODE   := $(shell command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && echo yes)
 export TREE2MAT_NODE_MODULES := $(CURDIR)/$(NODE_DIR)/node_modules
 
-.PHONY: demo test test-webgpu fuzz install node clean
+.PHONY: demo test test-fast test-webgpu fuzz install node clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,14 @@ test: $(STAMP) $(if $(HAS_NODE),$(NODE_STAMP))
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n 2
+
+# The fast tier for development (under a minute on 2 cores): lint, types, layers and every test
+# not marked slow. CI runs make test, which runs them all.
+test-fast: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 # WebGPU in headless Chromium (onnxruntime-web's WebGPU backend on SwiftShader's adapter): the
 # runtime matrix's models and the browser example (examples/web). Not part of make test (CI has

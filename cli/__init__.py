@@ -117,7 +117,7 @@ CONVERT_SCHEMA = 1
 
 
 def written(onx: Any, output: Path, size: int) -> dict[str, Any]:
-    """What ``convert`` wrote, as ``--json`` prints it (documented in the README)."""
+    """What ``convert`` wrote, as ``--json`` prints it (documented in docs/cli.md)."""
     from tree2mat.forms._graph import all_nodes
     from tree2mat.onnx_io import external_data_file
 
@@ -153,9 +153,9 @@ def verify(
     onnx_file: Path = typer.Argument(..., metavar="ONNX", help="The ONNX graph to check."),
     data: Path | None = typer.Option(None, "--data", help="Rows to check (.npy, .npz, .csv, .parquet); default: synthesized."),
     device: str = typer.Option("cpu", "--device", help="onnxruntime's provider: cpu, cuda or all (all available providers)."),
-    runtime: str = typer.Option("onnxruntime", "--runtime", help="The ONNX runtime to run the graph on (all but onnxruntime and reference are optional installs; see the README): " + _runtimes_help() + "."),
+    runtime: str = typer.Option("onnxruntime", "--runtime", help="The ONNX runtime to run the graph on (all but onnxruntime and reference are optional installs; see docs/runtimes.md): " + _runtimes_help() + "."),
     rows: int = typer.Option(1000, "--rows", help="Random rows to synthesize (threshold, NaN, inf and extreme rows come on top); unused with --data."),
-    atol: float | None = typer.Option(None, "--atol", help="Absolute tolerance on values (default: 4 float32 epsilons for the default float32 graph, or 1e-12 x the model's output scale if more; XGBoost: 4 epsilons x that scale; see the README)."),
+    atol: float | None = typer.Option(None, "--atol", help="Absolute tolerance on values (default: 4 float32 epsilons for the default float32 graph, or 1e-12 x the model's output scale if more; XGBoost: 4 epsilons x that scale; see docs/cli.md)."),
     rtol: float = typer.Option(1e-6, "--rtol", help="Relative tolerance on values."),
     seed: int = typer.Option(0, "--seed", help="Seed for synthesized rows."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the report as JSON to this file ('-' for stdout)."),

@@ -27,6 +27,7 @@ def classifier():
     return HistGradientBoostingClassifier(max_iter=10, random_state=0).fit(XB, YB)
 
 
+@pytest.mark.slow
 def test_bench_times_every_contender_and_tree2mat_is_exact(classifier):
     report = bench(classifier, rows=600, batches=(1, 200), forms=("auto", "sign", "traverse"), repeat=2)
     names = [c.name for c in report.contenders]
@@ -54,6 +55,7 @@ def test_bench_times_every_contender_and_tree2mat_is_exact(classifier):
     assert doc["schema"] == 2 and len(doc["contenders"]) == len(report.contenders) and doc["device"] == "cpu"
 
 
+@pytest.mark.slow
 def test_peer_counts_its_own_wrong_rows(classifier):
     """The synthesized rows sit on thresholds, where skl2onnx's float32 TreeEnsemble routes some
     rows differently from HistGradientBoosting (float64 thresholds; benchmarks/MISROUTING.md):
@@ -76,6 +78,7 @@ def test_without_peers_installed_bench_says_so(monkeypatch):
     assert "install the bench extra" in report.summary()
 
 
+@pytest.mark.slow
 def test_cli_bench(tmp_path, capsys, classifier):
     joblib.dump(classifier, tmp_path / "m.joblib")
     out = tmp_path / "bench.json"

@@ -199,6 +199,7 @@ def test_inspect_summary(models, capsys):
     assert doc["trees"] == 5 and doc["forms"]["sign"]["exact"] is True
 
 
+@pytest.mark.slow
 def test_console_script_end_to_end(tmp_path):
     """The installed `tree2mat` command, as a user runs it (also `python -m tree2mat`)."""
     X, y = load_iris(return_X_y=True)
@@ -265,6 +266,7 @@ def test_progress_bar_on_a_terminal_keeps_stdout_clean(models, tmp_path, capsys,
     assert json.loads(captured.out)["n_trees"] == 5  # the bar went to stderr, not into the JSON
 
 
+@pytest.mark.slow
 def test_json_on_stdout_is_all_there_is_when_a_library_prints(tmp_path):
     """`--json -` pipes into a parser even where LightGBM prints while loading a model: a real
     LightGBM v3 text from LightGBM's repository (fixtures/SOURCES.md) whose parameters LightGBM

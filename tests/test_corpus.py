@@ -19,6 +19,8 @@ from tree2mat import frontends
 from tree2mat.cli import main
 from tree2mat.frontends import lightgbm
 
+pytestmark = pytest.mark.slow  # every real model file, converted and verified
+
 CORPUS = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "corpus").iterdir())
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -40,6 +41,7 @@ def _temporaries(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") or p.suffix == ".tmp")
 
 
+@pytest.mark.slow
 def test_parallel_converts_into_one_folder(forests, tmp_path):
     """Six processes at once: three models to their own files and three to one shared file.
     Each own file is its model's graph; the shared one is one complete graph of the three."""
@@ -59,6 +61,7 @@ def test_parallel_converts_into_one_folder(forests, tmp_path):
     assert _temporaries(tmp_path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.0, 1.0, 2.0, 3.0])
 def test_ctrl_c_at_any_moment_leaves_the_old_file_or_a_complete_new_one(forests, tmp_path, delay):
     out = tmp_path / "model.onnx"
@@ -106,6 +109,7 @@ def test_a_write_that_fails_midway_leaves_nothing(tmp_path, monkeypatch, interru
     assert _temporaries(tmp_path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["traverse", "sign", "bitvector", "soft"])
 def test_separate_processes_write_the_same_bytes(forests, tmp_path, form):
     """Byte-deterministic output: two processes with different hash seeds, and this one."""
@@ -118,3 +122,13 @@ def test_separate_processes_write_the_same_bytes(forests, tmp_path, form):
     assert first == (tmp_path / "1.onnx").read_bytes()
     assert first == tree2mat.convert(model, form).SerializeToString()
     onnx.checker.check_model(onnx.load_from_string(first))
+
+
+def test_written_files_get_the_usual_mode(tmp_path):
+    onx = tree2mat.convert(RandomForestClassifier(n_estimators=2, max_depth=2, random_state=0).fit(*load_breast_cancer(return_X_y=True)))
+    umask = os.umask(0o022)
+    try:
+        tree2mat.save(onx, tmp_path / "m.onnx")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "m.onnx").stat().st_mode) == 0o644

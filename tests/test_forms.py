@@ -54,6 +54,7 @@ def _models():
 MODELS = _models()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form,matmul", EXACT_VARIANTS)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_exact_form_matches_the_library(form, matmul, name):

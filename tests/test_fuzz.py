@@ -34,6 +34,8 @@ from tree2mat.ir.io import dumps
 
 from conftest import run_onnx
 
+pytestmark = pytest.mark.slow  # fuzzing the readers
+
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
 

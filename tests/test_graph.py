@@ -19,9 +19,9 @@ from sklearn.ensemble import (
 from sklearn.tree import DecisionTreeRegressor
 
 import tree2mat
-from tree2mat.errors import UnsupportedModelError
+from tree2mat.errors import OptionError, UnsupportedModelError
 from tree2mat.forms import DEFAULT_OPSET, MIN_OPSET, _layout
-from tree2mat.verify import synthesize
+from tree2mat.verify import run_graph, synthesize
 
 from conftest import assert_matches, assert_standard_graph, run_onnx
 
@@ -79,6 +79,7 @@ def test_default_opset_is_the_newest_onnxruntime_runs():
         ort.InferenceSession(newer.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 100_000])
 def test_one_row_and_a_hundred_thousand_rows(n):
     model = HistGradientBoostingClassifier(max_iter=40, random_state=0).fit(XB, YB)
@@ -152,3 +153,26 @@ def test_float16_path_sums_past_2048_are_refused():
         assert report.passed, report.summary()
     report = tree2mat.verify(model, tree2mat.convert(model, form="bitvector", matmul="int8"), X[:300])
     assert report.passed, report.summary()
+
+
+@pytest.mark.parametrize("opset", [0, 12, 27])
+def test_opsets_outside_the_range_are_refused(opset):
+    with pytest.raises(OptionError, match=f"opset {opset} is not supported"):
+        tree2mat.convert(DecisionTreeRegressor(max_depth=2).fit(XB, YB), opset=opset)
+
+
+@pytest.mark.parametrize("form", ["traverse", "sign", "bitvector"])
+def test_missing_value_the_compared_dtype_cannot_hold(form):
+    """Found by fuzzing the IR: a float64 model whose missing value (1e-200) rounds to 0 in
+    float32. The library compares a row's float64 value with it, so a float32 0 is not missing;
+    the graph compared in float32 and took every 0 for missing."""
+    import dataclasses
+
+    m = HistGradientBoostingRegressor(max_iter=5).fit(XD, YD)
+    ens = dataclasses.replace(tree2mat.load(m), missing_value=1e-200)
+    X = XD[:40].astype(np.float32)
+    X[::2, :] = 0.0
+    X[1::4, :] = np.float32(1e-200)  # (0 too, in float32)
+    got = run_graph(tree2mat.convert(ens, form, leaves=True), X)["leaves"]
+    np.testing.assert_array_equal(got, tree2mat.ir.apply(ens, X))
+    assert not np.array_equal(got, tree2mat.ir.apply(dataclasses.replace(ens, missing_value=0.0), X))

@@ -167,6 +167,7 @@ def test_tampered_learning_rate(tmp_path, capsys):
     expect(capsys, main(["convert", str(tmp_path / "t.joblib"), "-o", str(tmp_path / "t.onnx")]), 2, "fitted attributes")
 
 
+@pytest.mark.slow
 def test_huge_dense_layout_is_refused_quickly(tmp_path, capsys):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(20_000, 5))

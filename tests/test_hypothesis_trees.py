@@ -23,6 +23,8 @@ from tree2mat.ir.thresholds import float32_neighbours, graph_thresholds
 
 from conftest import EXACT_VARIANTS, assert_standard_graph, run_onnx
 
+pytestmark = pytest.mark.slow  # random trees by the hundred
+
 N_FEATURES = 3
 EXACT_FORMS = [name for name, spec in tree2mat.FORMS.items() if spec.exact]
 POOL = [0.0, 1.0, -2.5, 0.1, 1e-40, 3.4e38, np.inf, -np.inf, 16777217.0, 0.30000000000000004,

@@ -86,11 +86,13 @@ def check(model, rows: int = 300, exact_margins: bool = True) -> None:
         assert raw.passed, raw.summary()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", list(OBJECTIVES))
 def test_objectives(objective):
     check(fit(objective))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("boosting", ["dart", "goss", "rf"])
 @pytest.mark.parametrize("objective", ["binary", "multiclass", "regression"])
 def test_boosting_types(boosting, objective):
@@ -226,6 +228,7 @@ def _unsized(edit):
         (lambda s: s.replace("max_feature_idx=29", "max_feature_idx=x", 1), ModelFileError, "max_feature_idx"),
     ],
 )
+@pytest.mark.slow
 def test_malformed_text_names_the_field(tmp_path, edit, error, needle):
     path = tmp_path / "bad.txt"
     path.write_text(edit(_text()))

@@ -94,6 +94,7 @@ def test_texts_lightgbm_cannot_load_are_refused(tmp_path, capsys, edit, needle):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_refusals_that_lightgbm_shares(tmp_path):
     """The texts refused above that LightGBM refuses without aborting: it refuses them too."""
     for key in ("no feature_infos", "no num_cat", "a line with two '='"):
@@ -122,6 +123,7 @@ def test_one_leaf_linear_tree_predicts_its_linear_leaf(tmp_path):
     assert tree2mat.verify(path, tree2mat.convert(path)).passed
 
 
+@pytest.mark.slow
 def test_category_bitsets_spanning_millions_of_codes(tmp_path):
     """A categorical feature whose codes reach 58 million: LightGBM's bitsets hold 1.8 million
     words a node, almost all zero. The graph holds the categories the splits list, not the span

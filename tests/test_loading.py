@@ -27,6 +27,7 @@ MODELS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
 @pytest.mark.parametrize("fmt", ["joblib", "pkl", "skops"])
 def test_formats_load_the_same_model(tmp_path, name, fmt):

@@ -237,7 +237,7 @@ def test_cli_refusals_leave_no_file(tmp_path, capsys):
 
 
 def test_readme_pipeline_example(tmp_path, capsys):
-    """The README's end-to-end example (examples/pipeline_demo.py, then convert and verify)."""
+    """docs/pipelines.md's end-to-end example (examples/pipeline_demo.py, then convert and verify)."""
     import runpy
 
     demo = runpy.run_path(str(__import__("pathlib").Path(__file__).parent.parent / "examples" / "pipeline_demo.py"))

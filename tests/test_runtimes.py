@@ -33,6 +33,8 @@ from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
 
 from conftest import EXACT_VARIANTS, with_holes
 
+pytestmark = pytest.mark.slow  # the runtime matrix: every exact form of five models on every runtime
+
 EXACT = [name for name, spec in tree2mat.FORMS.items() if spec.exact]
 SOFT = [name for name, spec in tree2mat.FORMS.items() if not spec.exact]
 #: Every runtime but onnxruntime (the rest of the suite runs on it) and WebGPU (a browser:
@@ -169,9 +171,9 @@ def test_reduced_precision_matmuls_route_exactly_on_every_runtime(form, matmul, 
 @pytest.mark.skipif(not openvino_bf16(), reason="OpenVINO's CPU plugin defaults to f32 on this CPU (no bf16)")
 @pytest.mark.parametrize("form", ["sign", "bitvector"])
 def test_openvino_bf16_default_misroutes_int8_matmuls(form):
-    """Measured, and said in the README: with OpenVINO's default bf16 precision, MatMulInteger
+    """Measured, and said in docs/runtimes.md: with OpenVINO's default bf16 precision, MatMulInteger
     (--matmul int8) is not computed exactly; the default float32 MatMul is (the matrix above runs
-    OpenVINO's defaults). When this starts to pass, OpenVINO changed: update the README."""
+    OpenVINO's defaults). When this starts to pass, OpenVINO changed: update docs/runtimes.md."""
     name = "LGBMClassifier 3 classes, NaN"
     report = tree2mat.verify(fitted(name), tree2mat.convert(fitted(name), form, matmul="int8"), runtime="openvino", rows=200)
     routing = next(o for o in report.outputs if o.name == "routing")
@@ -323,24 +325,9 @@ def test_runtime_errors_are_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
     assert err.count("\n") == 1 and "--runtime tract: not installed; pip install 'tree2mat[tract]'" in err
 
 
-def test_the_runners_ship_in_the_wheel(tmp_path):
-    """The Node.js and browser runners are package data: a wheel built from this checkout holds
-    them (a pip install without them would find node and fail at run time)."""
-    import subprocess
-    import sys
-    import zipfile
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(root)], check=True, capture_output=True)
-    (wheel,) = tmp_path.glob("tree2mat-*.whl")
-    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("tree2mat/js/")}
-    assert shipped == {f"tree2mat/js/{p.name}" for p in (root / "tree2mat" / "js").iterdir() if p.is_file()}
-
-
-def test_the_readme_table_is_the_last_matrix_run():
-    """README's runtime table is what benchmarks/runtime_matrix.py renders from its JSON, and that
-    run covered every runtime tree2mat knows and every exact form of the five models."""
+def test_the_docs_runtime_table_is_the_last_matrix_run():
+    """docs/runtimes.md's runtime table is what benchmarks/runtime_matrix.py renders from its JSON,
+    and that run covered every runtime tree2mat knows and every exact form of the five models."""
     import json
     import sys
     from pathlib import Path
@@ -350,6 +337,6 @@ def test_the_readme_table_is_the_last_matrix_run():
     from runtime_matrix import FORMS, render
 
     doc = json.loads((root / "benchmarks" / "runtime_matrix.json").read_text())
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    assert render(readme, doc) == readme, "run: python benchmarks/runtime_matrix.py --from benchmarks/runtime_matrix.json --readme README.md"
+    page = (root / "docs" / "runtimes.md").read_text(encoding="utf-8")
+    assert render(page, doc) == page, "run: python benchmarks/runtime_matrix.py --from benchmarks/runtime_matrix.json --readme docs/runtimes.md"
     assert set(doc["versions"]) == set(RUNTIMES) and set(doc["models"]) == set(MODELS) and set(FORMS) == set(EXACT)

@@ -17,7 +17,7 @@ from sklearn import tree as T
 import tree2mat
 from tree2mat.errors import DataError, UnsupportedModelError
 from tree2mat.ir.evaluate import source_leaf_ids
-from tree2mat.verify import synthesize
+from tree2mat.verify import run_graph, synthesize
 
 from conftest import assert_standard_graph
 
@@ -104,6 +104,7 @@ def assert_reference_leaves_are_sklearns(model, X: np.ndarray) -> None:
 # ------------------------------------------------------------------------------ the matrix
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data", CLS_DATA)
 @pytest.mark.parametrize("name", CLASSIFIERS)
 def test_classifier_on_bundled_data(name, data):
@@ -225,6 +226,7 @@ def categorical_data(seed: int = 0, n: int = 600):
     return X, y
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["classifier", "regressor"])
 def test_hist_gradient_boosting_categorical_features(kind):
     X, y = categorical_data()
@@ -320,3 +322,73 @@ def test_unsupported_and_unfitted_models_are_refused():
         tree2mat.convert(E.RandomForestClassifier())
     with pytest.raises(UnsupportedModelError, match="not a supported model"):
         tree2mat.convert(object())
+
+
+# ------------------------------------------------------------ cases found in review
+
+_XB, _YB = datasets.load_breast_cancer(return_X_y=True)
+_XD, _YD = datasets.load_diabetes(return_X_y=True)
+
+
+@pytest.mark.parametrize(
+    "name,model,raw",
+    [
+        ("gb_binary", lambda: E.GradientBoostingClassifier(n_estimators=60).fit(_XB, _YB), lambda m, X: m.decision_function(X)),
+        ("gb_multi", lambda: E.GradientBoostingClassifier(n_estimators=10).fit(*datasets.load_digits(return_X_y=True)), lambda m, X: m.decision_function(X)),
+        ("hgb", lambda: E.HistGradientBoostingRegressor(max_iter=100).fit(_XD, _YD), lambda m, X: m._raw_predict(X)),
+        ("rf_proba", lambda: E.RandomForestClassifier(60, random_state=0).fit(_XB, _YB), lambda m, X: m.predict_proba(X)),
+        ("rf_reg", lambda: E.RandomForestRegressor(60, max_depth=8, random_state=0).fit(_XD, _YD), lambda m, X: m.predict(X)),
+    ],
+)
+@pytest.mark.slow
+def test_float64_margins_are_bit_identical_to_sklearn(name, model, raw):
+    """The base score is folded into the first tree and the trees are summed in order, so the
+    float64 margin repeats scikit-learn's additions exactly: ties break the same way."""
+    m = model()
+    ens = tree2mat.load(m)
+    X, _ = synthesize(ens, 500, dtype=np.float64, max_nodes=2000)
+    X = X[~np.isnan(X).any(axis=1) & ~np.isinf(X.astype(np.float32)).any(axis=1)]
+    got = run_graph(tree2mat.convert(m, dtype="float64", raw=True), X, rows_per_chunk=2000)["variable"]
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = np.asarray(raw(m, X)).reshape(X.shape[0], -1)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(tree2mat.ir.margin(ens, X), expected)
+
+
+def test_float64_graph_of_a_model_trained_with_nan():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    model = E.RandomForestRegressor(5, random_state=0).fit(X, np.nan_to_num(X[:, 0]))
+    report = tree2mat.verify(model, tree2mat.convert(model, dtype="float64"))
+    assert report.passed, report.summary()
+
+
+def test_isolation_forest_rows_on_the_offset_keep_their_label():
+    rng = np.random.default_rng(21)
+    X = rng.normal(size=(21, 3))
+    model = E.IsolationForest(n_estimators=94, max_samples=16, contamination=0.1, random_state=21).fit(X)
+    report = tree2mat.verify(model, tree2mat.convert(model), data=X)
+    assert report.passed, report.summary()
+
+
+@pytest.mark.slow
+def test_high_cardinality_categorical_verifies_in_bounded_memory():
+    rng = np.random.default_rng(0)
+    c = rng.integers(0, 200, 3000) * 1.5 - 40
+    X = np.column_stack([c, rng.normal(size=3000)])
+    model = E.HistGradientBoostingClassifier(max_iter=20, categorical_features=[0]).fit(X, np.sin(c) > 0)
+    ens = tree2mat.load(model)
+    assert tree2mat.FORMS["sign"].bytes_per_row(ens) < 100_000
+    report = tree2mat.verify(model, tree2mat.convert(model))
+    assert report.passed, report.summary()
+
+
+def test_labels_that_do_not_fit_are_refused():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = np.array([0, 2**63 + 5, 5], dtype=np.uint64)[rng.integers(0, 3, 60)]
+    with pytest.raises(UnsupportedModelError, match="does not fit int64"):
+        tree2mat.convert(T.DecisionTreeClassifier().fit(X, y))
+    with pytest.raises(UnsupportedModelError, match="single class"):
+        tree2mat.convert(T.DecisionTreeClassifier().fit(X, np.zeros(60)))

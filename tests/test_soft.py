@@ -68,6 +68,7 @@ def _agreement(model, ens, onx: onnx.ModelProto, X: np.ndarray) -> float:
     return float(ok.mean())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", SOFT)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_agreement_rises_to_all_rows_as_the_temperature_falls(form, name):

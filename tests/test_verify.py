@@ -6,10 +6,12 @@ import json
 
 import numpy as np
 import onnx
+import pytest
 from sklearn.datasets import load_diabetes, load_iris
 from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestRegressor
 
 import tree2mat
+from tree2mat.errors import OptionError
 from tree2mat.ir import apply
 from tree2mat.ir.matrices import leaf_paths
 from tree2mat.ir.thresholds import largest_float32_at_most
@@ -127,13 +129,13 @@ def test_a_graph_with_nan_outputs_or_wrong_shapes_fails_loudly(tmp_path, capsys)
 
 
 def test_the_report_fields_are_the_documented_ones():
-    """README documents verify's JSON report field by field; the report has exactly those."""
+    """docs/cli.md documents verify's JSON report field by field; the report has exactly those."""
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = text[text.index("- The JSON report (`--json`), **schema 2**"):]
-    section = section[: section.index("\n- ", 10)]
+    text = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = text[text.index("### The JSON report"):]
+    section = section[: section.index("\n## ")]
     documented = set(re.findall(r"`([a-z_]+)`(?=[:,;.]| \(| per)", section))
     model = RandomForestRegressor(n_estimators=2, random_state=0).fit(XD, YD)
     onx = tree2mat.convert(model)
@@ -143,3 +145,10 @@ def test_the_report_fields_are_the_documented_ones():
     fields = set(doc) | set(doc["outputs"][0]) | set(doc["outputs"][0]["first_mismatches"][0])
     assert fields <= documented, fields - documented
     assert doc["schema"] == 2 and tree2mat.verify(model, onx, rows=20).passed
+
+
+@pytest.mark.parametrize("kwargs", [{"atol": float("nan")}, {"rtol": float("nan")}, {"atol": -1.0}])
+def test_nan_or_negative_tolerances_are_refused(kwargs):
+    model = RandomForestRegressor(n_estimators=2, max_depth=2, random_state=0).fit(*load_diabetes(return_X_y=True))
+    with pytest.raises(OptionError, match="must be numbers >= 0"):
+        tree2mat.verify(model, tree2mat.convert(model), **kwargs)

@@ -71,11 +71,13 @@ def check(model, exact_margins: bool = True, rows: int = 300) -> None:
         assert_matches(evaluate.predict(ens, X, raw=raw_margin), reference_outputs(model, X, raw_margin, ens), X, ens)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", list(OBJECTIVES))
 def test_objectives(objective):
     check(fit(objective))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["binary:logistic", "multi:softprob", "reg:squarederror"])
 def test_dart(objective):
     # DART scales each tree by its weight; routing and labels are exact, margins within tolerance.
@@ -88,6 +90,7 @@ def test_random_forests(cls):
     check(cls(n_estimators=10, random_state=0).fit(X, y))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["multi_output_tree", "one_output_per_tree"])
 @pytest.mark.parametrize("objective", ["reg:squarederror", "binary:logistic", "binary:hinge"])
 def test_multi_target(strategy, objective):
@@ -102,6 +105,7 @@ def test_multi_target(strategy, objective):
     check(model.get_booster())
 
 
+@pytest.mark.slow
 def test_several_quantiles_give_one_column_each():
     model = xgb.XGBRegressor(n_estimators=8, max_depth=3, objective="reg:quantileerror", quantile_alpha=[0.1, 0.5, 0.9]).fit(XD, YD)
     assert tree2mat.convert(model).graph.output[0].type.tensor_type.shape.dim[1].dim_value == 3
@@ -120,6 +124,7 @@ def test_multi_target_trees_of_xgboost2_files():
     np.testing.assert_array_equal(run_onnx(onx, data["X"].astype(np.float64))["variable"], data["margin"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("missing,task", [(0.0, "binary"), (-999.0, "binary"), (-999.0, "multi-target")])
 def test_custom_missing_value(missing, task):
     X, y = (XB.copy(), YB) if task == "binary" else (XD.copy(), Y3)
@@ -132,6 +137,7 @@ def test_custom_missing_value(missing, task):
     assert tree2mat.verify(model, tree2mat.convert(model), probe).passed
 
 
+@pytest.mark.slow
 def test_early_stopping_predicts_with_best_iteration(tmp_path):
     model = xgb.XGBClassifier(n_estimators=200, learning_rate=0.5, early_stopping_rounds=2, eval_metric="logloss")
     model.fit(XB[:400], YB[:400], eval_set=[(XB[400:], YB[400:])], verbose=False)
@@ -161,6 +167,7 @@ def test_feature_names_reach_the_ir(cls, tmp_path):
     check(model.get_booster(), rows=100)  # the Booster insists on its names: verify passes them
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["multi:softprob", "multi:softmax", "binary:logitraw", "binary:hinge"])
 def test_booster_objects_and_pickles(tmp_path, objective):
     # A Booster's predictions read as XGBClassifier reads them (multi:softmax predicts the class:
@@ -283,3 +290,12 @@ def test_xgboost2_vector_leaf_file_verifies_without_loading_it_in_xgboost3():
     assert report.passed, report.summary()
     if int(xgb.__version__.split(".")[0]) >= 3:
         assert any("reference evaluator" in n for n in report.notes)
+
+
+def test_xgboost_missing_value_is_its_float32():
+    """XGBoost holds ``missing`` as a float32: 1e-200 is 0 there, and 0 is missing."""
+    X = XB.astype(np.float32).copy()
+    X[::3, :5] = 0.0
+    m = xgb.XGBClassifier(n_estimators=5, max_depth=3, missing=1e-200).fit(X, YB)
+    assert tree2mat.verify(m, tree2mat.convert(m, "traverse"), X).passed
+    assert not tree2mat.verify(m, tree2mat.convert(xgb.XGBClassifier(n_estimators=5, max_depth=3).fit(X, YB), "traverse"), X).passed

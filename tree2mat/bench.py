@@ -41,7 +41,7 @@ from tree2mat.data import load_data
 from tree2mat.errors import DataError, OptionError, UnsupportedModelError
 from tree2mat.forms import AUTO, FORMS, check_form
 from tree2mat.ir.core import Ensemble, Task
-from tree2mat.verify import DEFAULT_RTOL, default_atol, devices_for, differing_rows, synthesize
+from tree2mat.verify import DEFAULT_RTOL, default_atol, devices_for, differing_rows, load_subject, synthesize
 
 #: Timed runs at batch 1 at least (single rows are quick and noisy).
 MIN_SINGLE_ROW_RUNS = 50
@@ -182,14 +182,14 @@ def bench(
         if form != AUTO:
             check_form(form)
     limit = max_memory if max_memory is not None else physical_memory() // 2
-    model, ens = frontends.load_model(model_or_path)
-    library = frontends.library_model(model_or_path, ens) if isinstance(model, Ensemble) else model
+    subject = load_subject(model_or_path, accept_pipeline=False)
+    ens, library = subject.ens, subject.library
     if data is None:
         X = bench_rows(ens, rows, seed)
     else:
         X = load_data(data) if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__") else np.asarray(data)
-        if X.ndim != 2 or X.shape[1] != ens.n_features or X.shape[0] == 0 or X.dtype.kind not in "biuf":
-            raise DataError(f"data has shape {X.shape} ({X.dtype}); the model expects [N, {ens.n_features}] numbers")
+        if X.ndim != 2 or X.shape[1] != subject.n_features or X.shape[0] == 0 or X.dtype.kind not in "biuf":
+            raise DataError(f"data has shape {X.shape} ({X.dtype}); the model expects [N, {subject.n_features}] numbers")
     X = np.ascontiguousarray(X, np.float32)
     expected = None
     if library is not None:
@@ -225,8 +225,7 @@ def bench(
         contenders.extend(_hummingbird(library, ens, X, expected, batches, repeat, threads, device, limit))
     if library is not None:
         contenders.append(_native(library, ens, X, batches, repeat))
-    name = str(model_or_path) if isinstance(model_or_path, (str, bytes)) or hasattr(model_or_path, "__fspath__") else type(model_or_path).__name__
-    return BenchReport(name, int(X.shape[0]), threads, contenders, device)
+    return BenchReport(subject.name, int(X.shape[0]), threads, contenders, device)
 
 
 def _within(batches: tuple[int, ...], fixed: int, per_row: int, limit: int) -> tuple[tuple[int, ...], str]:

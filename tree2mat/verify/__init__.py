@@ -1,0 +1,245 @@
+"""``verify``: run an ONNX graph in onnxruntime and compare it with the original model.
+
+Checks, per execution provider:
+- routing: on graphs tree2mat wrote, the internal leaf ids [T, N] equal the reference
+  evaluator's, exactly (the evaluator itself is tested against the libraries);
+- labels: identical to the model's ``predict``;
+- values: ``|graph - model| <= atol + rtol * |model|`` per element, NaN only where the model has
+  NaN. Default ``rtol = 1e-6``; default ``atol = 1e-12 * (1 + |base| + sum_t max |leaf_t|)``. The
+  graph sums leaf values in float64 and rounds once to the output dtype, so what remains is the
+  output rounding (float32: 6e-8 relative) and float64 summation order.
+
+Without data, rows are synthesized (see :func:`synthesize`).
+
+The package: :mod:`~tree2mat.verify.subject` (the model compared with),
+:mod:`~tree2mat.verify.rows` (synthesized rows), :mod:`~tree2mat.verify.runners` (running the
+graph), :mod:`~tree2mat.verify.checks` (one output against the model's) and
+:mod:`~tree2mat.verify.report` (the :class:`Report`); :func:`verify` here puts them together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from tree2mat import pipelines
+from tree2mat.data import ArrayRows, Rows, open_rows, read_chunks
+from tree2mat.errors import DataError, OptionError, VerificationError
+from tree2mat.forms import FORMS
+from tree2mat.ir import evaluate
+from tree2mat.onnx_io import needs_external_data
+from tree2mat.verify.checks import DEFAULT_RTOL, compare, default_atol, differing_rows, merge
+from tree2mat.verify.report import REPORT_SCHEMA, Mismatch, OutputReport, Report
+from tree2mat.verify.rows import MAX_ROWS, MAX_SYNTHESIZED_BYTES, synthesize
+from tree2mat.verify.runners import (
+    DEVICES,
+    GraphRunner,
+    LeafIds,
+    _check_graph_input,
+    _load_onnx,
+    _metadata,
+    _with_leaf_output,
+    devices_for,
+    forced_walk,
+    run_graph,
+    runtime_version,
+    walks,
+)
+from tree2mat.verify.subject import Subject, load_subject
+from tree2mat.verify.subject import _expected as _expected  # (imported by tests/test_runtimes.py)
+
+__all__ = [
+    "CHUNK_BYTES", "DATA_CHUNK_BYTES", "DEFAULT_RTOL", "DEVICES", "MAX_ROWS", "MAX_SYNTHESIZED_BYTES", "REPORT_SCHEMA",
+    "GraphRunner", "LeafIds", "Mismatch", "OutputReport", "Report", "Subject", "compare", "default_atol", "devices_for",
+    "differing_rows", "forced_walk", "load_subject", "merge", "run_graph", "runtime_version", "synthesize", "verify", "walks",
+]
+
+#: Memory allowed for one chunk of rows in onnxruntime.
+CHUNK_BYTES = 256 * 2**20
+#: Memory allowed for one chunk of data rows (as float64), read from a file at a time.
+DATA_CHUNK_BYTES = 32 * 2**20
+
+
+def verify(
+    model_or_path: Any,
+    onnx_model_or_path: Any,
+    data: Any = None,
+    *,
+    device: str = "cpu",
+    rows: int = 1000,
+    atol: float | None = None,
+    rtol: float = DEFAULT_RTOL,
+    seed: int = 0,
+    max_report: int = 5,
+    progress: Callable[[int, float], None] | None = None,
+    runtime: str = "onnxruntime",
+) -> Report:
+    """Compare the ONNX graph with the original model; ``Report.passed`` is the verdict.
+
+    ``data``: an array or a file path (.npy, .npz, .csv, .parquet); None synthesizes rows. A file
+    is read, checked and let go a chunk of rows at a time (constant memory however large it is).
+    ``progress(rows_done, fraction)`` is called after each chunk. ``runtime``: the ONNX runtime
+    to run the graph on (:data:`tree2mat.runtimes.RUNTIMES`; ``device`` is onnxruntime's). A
+    scikit-learn ``Pipeline``
+    (see :func:`tree2mat.convert`) needs ``data``: rows as the pipeline takes them.
+
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from tree2mat import convert
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    >>> report = verify(model, convert(model, "sign"), rows=200)
+    >>> report.passed, [o.name for o in report.outputs]
+    (True, ['label', 'probabilities', 'routing'])
+    >>> verify(model, convert(model), X).rows   # your rows instead of synthesized ones
+    150
+    """
+    version = runtime_version(runtime, device)
+    devices = devices_for(device)
+    if (atol is not None and not atol >= 0) or not rtol >= 0:  # also refuses NaN
+        raise OptionError("--atol and --rtol must be numbers >= 0")
+    subject = load_subject(model_or_path, synthesized=data is None)
+    onx, onnx_name, in_dtype = _load_graph(onnx_model_or_path, subject.n_features, runtime)
+    source, kinds = _rows_source(subject, data, in_dtype, rows, seed)
+    meta = _metadata(onx)
+    onx_run, leaf_ids = _with_leaf_output(onx, subject.ens, in_dtype)
+    chunk, data_rows = _chunk_rows(meta, subject)
+    # (a graph that walks small batches another way: every row both ways, one report line each)
+    graphs, walk_note = walks(onx_run, chunk)
+    notes = _notes(meta, subject, leaf_ids is not None, walk_note)
+    atol_v = default_atol(subject.ens, meta.get("tree2mat.arithmetic", "float64")) if atol is None else atol
+    checks = _Checks(
+        subject, [(GraphRunner(m, dev, runtime), dev, walk, per_run) for dev in devices for walk, m, per_run in graphs],
+        _raw(onx, meta, subject), leaf_ids, meta.get("tree2mat.leaf_tensor", ""), atol_v, rtol, max_report,
+    )
+    reports: dict[tuple[str, str, str], OutputReport] = {}
+    done = 0
+    for X in read_chunks(source, data_rows):
+        X = _data_rows(X, in_dtype) if data is not None else X
+        for walk, rep in checks.chunk(X, source.names, done):
+            _add(reports, walk, max_report, rep)
+        done += X.shape[0]
+        if progress is not None:
+            progress(done, source.fraction_read)
+    return Report(subject.name, onnx_name, done, kinds or {"data": done}, devices, atol_v, rtol, list(reports.values()), notes,
+                  f"{runtime} {version}")
+
+
+def _load_graph(onnx_model_or_path: Any, n_features: int, runtime: str) -> tuple[onnx.ModelProto, str, np.dtype]:
+    """The graph (checked, see :func:`_load_onnx`), its name, and the dtype of its input, which
+    must take rows of ``n_features``; on ``runtime``."""
+    onx, name = _load_onnx(onnx_model_or_path)
+    if runtime != "onnxruntime" and needs_external_data(onx):
+        raise OptionError(f"--runtime {runtime}: a graph with external data (over 2 GiB) is verified on onnxruntime only")
+    return onx, name, _check_graph_input(onx, n_features)
+
+
+def _rows_source(subject: Subject, data: Any, dtype: np.dtype, rows: int, seed: int) -> tuple[Rows, dict[str, int] | None]:
+    """The rows to check on: ``data`` (an array or a file, read a chunk at a time), or ``rows``
+    synthesized rows of ``dtype`` with the count of each kind (None for data)."""
+    if data is None:
+        X, kinds = synthesize(subject.ens, rows, dtype=dtype, seed=seed)
+        return ArrayRows(X, "synthesized rows"), kinds
+    labels = dict(subject.ens.category_labels) if subject.pipeline is None else None
+    source = open_rows(data, labels) if isinstance(data, (str, Path)) else ArrayRows(data)
+    if source.n_features != subject.n_features:
+        raise DataError(f"data has shape ({source.n_rows if source.n_rows is not None else 'N'}, {source.n_features}); "
+                        f"the model expects [N, {subject.n_features}]")
+    return source, None
+
+
+def _raw(onx: onnx.ModelProto, meta: dict[str, str], subject: Subject) -> bool:
+    """Whether the graph outputs raw scores (``raw=True``), not the model's predictions."""
+    names = {o.name for o in onx.graph.output}
+    return meta.get("tree2mat.raw") == "1" or ("variable" in names and subject.ens.task.value != "regression")
+
+
+def _chunk_rows(meta: dict[str, str], subject: Subject) -> tuple[int, int]:
+    """Rows per run of the graph (its form's memory per row within :data:`CHUNK_BYTES`), and
+    rows per chunk of data (within that and :data:`DATA_CHUNK_BYTES`)."""
+    form = FORMS.get(meta.get("tree2mat.form", ""))
+    per_row = form.bytes_per_row(subject.ens) if form else 64 * 1024
+    chunk = max(1, min(65536, CHUNK_BYTES // max(per_row, 1)))
+    return chunk, max(1, min(chunk, DATA_CHUNK_BYTES // (8 * subject.n_features)))
+
+
+def _notes(meta: dict[str, str], subject: Subject, routing: bool, walk_note: str | None) -> list[str]:
+    """The report's notes: what the comparison is (an approximation, a pipeline, the reference
+    evaluator), routing unchecked, the walks unforced."""
+    notes = []
+    if meta.get("tree2mat.exact") == "0":
+        notes.append(
+            f"the graph is the {meta.get('tree2mat.form', '?')} form at temperature {meta.get('tree2mat.temperature', '?')}: "
+            "an approximation of the model, so mismatches are expected; convert with an exact form to ship"
+        )
+    if subject.pipeline is not None:
+        notes.append(f"a pipeline: {pipelines.describe(subject.pipeline)}'s own predictions compared with the graph's outputs")
+    if subject.library is None:
+        notes.append("no original library model: compared with tree2mat's reference evaluator")
+    if not routing:
+        notes.append("the graph exposes no tree2mat leaf ids: routing checked through outputs only")
+    if walk_note:
+        notes.append(walk_note)
+    return notes
+
+
+@dataclass(frozen=True)
+class _Checks:
+    """What every chunk of rows is checked on: the graph's runs against the subject's outputs."""
+
+    subject: Subject
+    #: (runner, device, walk, rows per run): every device, each with every walk (see :func:`walks`).
+    runners: list[tuple[GraphRunner, str, str, int]]
+    raw: bool
+    #: Leaf ids off the graph's exit index (the output ``leaf_name``), or None: routing unchecked.
+    leaf_ids: LeafIds | None
+    leaf_name: str
+    atol: float
+    rtol: float
+    max_report: int
+
+    def chunk(self, X: np.ndarray, names: dict[int, np.ndarray] | None, offset: int) -> Iterator[tuple[str, OutputReport]]:
+        """(walk, report) of each output on each run of the rows ``X``, row ``offset`` of the
+        whole rows onwards; ``names``: the category names of the data's columns."""
+        expected, X_tree = self.subject.expected(X, self.raw, names)
+        leaves_ref = evaluate.apply(self.subject.ens, X_tree) if self.leaf_ids is not None else None
+        for runner, dev, walk, rows_per_run in self.runners:
+            got = runner.run(X, rows_per_run)
+            for rep in self._outputs(got, dev, expected, leaves_ref, X, offset):
+                yield walk, rep
+
+    def _outputs(self, got: dict[str, np.ndarray], dev: str, expected: dict[str, np.ndarray], leaves_ref: np.ndarray | None,
+                 X: np.ndarray, offset: int) -> Iterator[OutputReport]:
+        """The report of each output of one run: the model's outputs, routing (leaf ids) and a
+        ``--leaves`` graph's own leaf output."""
+        for name, exp in expected.items():
+            if name not in got:
+                yield OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph")
+                continue
+            yield compare(name, dev, got[name], np.asarray(exp), X, self.atol, self.rtol, name == "label", self.max_report, offset)
+        if leaves_ref is not None and self.leaf_ids is not None:
+            try:
+                got_leaves = self.leaf_ids(got[self.leaf_name])
+            except ValueError as exc:  # an index of the wrong shape: a broken graph
+                raise VerificationError(f"the graph's leaf ids: {exc}") from exc
+            yield compare("routing", dev, got_leaves, leaves_ref, X, 0, 0, True, self.max_report, offset)
+        if leaves_ref is not None and "leaves" in got:  # a --leaves graph's own output
+            yield compare("leaves", dev, got["leaves"], leaves_ref, X, 0, 0, True, self.max_report, offset)
+
+
+def _add(reports: dict[tuple[str, str, str], OutputReport], walk: str, max_report: int, rep: OutputReport) -> None:
+    """``rep``, of the graph's ``walk``, merged into ``reports``."""
+    key = (rep.device, walk, rep.name)
+    reports[key] = merge(reports.get(key), replace(rep, walk=walk), max_report)
+
+
+def _data_rows(X: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Rows of the user's data (numeric: every :class:`Rows` checks) as the graph takes them
+    (beyond float32 is inf, as any cast makes it)."""
+    with np.errstate(over="ignore"):
+        return np.ascontiguousarray(X, dtype)

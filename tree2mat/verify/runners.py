@@ -1,0 +1,209 @@
+"""Running the graph: the devices and runtimes (:func:`devices_for`, :func:`runtime_version`),
+the graph loaded and checked (:func:`_load_onnx`, :func:`_check_graph_input`), rewritten to
+output the trees' exit index (:func:`_with_leaf_output`) and to take each walk
+(:func:`walks`), and run in chunks of rows (:class:`GraphRunner`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from tree2mat.errors import DeviceUnavailableError, ModelFileError, OptionError, VerificationError
+from tree2mat.forms import FORMS
+from tree2mat.forms._layout import EXIT_LEAVES, leaf_ids_of
+from tree2mat.ir.core import Ensemble
+from tree2mat.onnx_io import needs_external_data
+from tree2mat.runtimes import RUNTIMES
+
+DEVICES = ("cpu", "cuda", "all")
+
+
+def devices_for(device: str) -> list[str]:
+    """The devices to run on; ``cuda`` without the CUDA provider is an error, never a CPU run."""
+    import onnxruntime as ort
+
+    if device not in DEVICES:
+        raise OptionError(f"unknown device {device!r}; choose one of {', '.join(DEVICES)}")
+    has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
+    if device == "cuda" and not has_cuda:
+        raise DeviceUnavailableError(
+            "--device cuda: this onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu "
+            "on a machine with a CUDA GPU); nothing was run"
+        )
+    if device == "all":
+        return ["cpu", "cuda"] if has_cuda else ["cpu"]
+    return [device]
+
+
+def runtime_version(runtime: str, device: str) -> str:
+    """The version of ``runtime``; an error naming the choices, the install command, or that
+    ``--device`` is onnxruntime's."""
+    if runtime not in RUNTIMES:
+        raise OptionError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
+    if runtime != "onnxruntime" and device != "cpu":
+        raise OptionError(f"--device {device} chooses onnxruntime's provider; --runtime {runtime} runs on the CPU")
+    return RUNTIMES[runtime].check()
+
+
+def run_graph(model: onnx.ModelProto, X: np.ndarray, device: str = "cpu", rows_per_chunk: int = 65536) -> dict[str, np.ndarray]:
+    """Run ``model`` on ``X`` in chunks of rows; outputs by name (leaf ids, if exposed, [N, T])."""
+    return GraphRunner(model, device).run(X, rows_per_chunk)
+
+
+class GraphRunner:
+    """``model`` loaded once on ``runtime`` (see :data:`tree2mat.runtimes.RUNTIMES`; ``device``
+    for onnxruntime), run on as many arrays as needed."""
+
+    def __init__(self, model: onnx.ModelProto, device: str, runtime: str = "onnxruntime") -> None:
+        self.device = device
+        self.names = [o.name for o in model.graph.output]
+        self.leaf = _leaf_tensor(model)
+        self._run = RUNTIMES[runtime].load(model, self.names, device)
+
+    def run(self, X: np.ndarray, rows_per_chunk: int = 65536) -> dict[str, np.ndarray]:
+        """Outputs by name of the rows ``X``, run ``rows_per_chunk`` at a time."""
+        chunks: dict[str, list[np.ndarray]] = {n: [] for n in self.names}
+        for start in range(0, X.shape[0], rows_per_chunk):
+            outs = self._run(np.ascontiguousarray(X[start:start + rows_per_chunk]))
+            for n in self.names:
+                chunks[n].append(np.asarray(outs[n]))
+        out = {}
+        for n in self.names:
+            if any(c.ndim == 0 for c in chunks[n]) or (n == self.leaf and chunks[n][0].ndim != 2):
+                raise VerificationError(f"the graph's output {n!r} has the wrong rank for a tree2mat graph")
+            out[n] = np.concatenate(chunks[n], axis=1 if n == self.leaf else 0)
+        return out
+
+
+def _metadata(model: onnx.ModelProto) -> dict[str, str]:
+    return {p.key: p.value for p in model.metadata_props}
+
+
+def _leaf_tensor(model: onnx.ModelProto) -> str | None:
+    return _metadata(model).get("tree2mat.leaf_tensor")
+
+
+#: ``leaves(index) -> leaf ids [N, T]``: a graph's exit index [T, N] as leaf ids.
+LeafIds = Callable[[np.ndarray], np.ndarray]
+
+
+def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble, dtype: np.dtype) -> tuple[onnx.ModelProto, LeafIds | None]:
+    """A copy of ``model`` that also outputs the exit index, when tree2mat wrote it for a model
+    of this many trees, and how to read leaf ids off it (``tree2mat.exit_layout``: the index is
+    the leaf ids, or positions of the form's exit layout; see :class:`tree2mat.forms._layout.Exit`)."""
+    meta = _metadata(model)
+    leaf = meta.get("tree2mat.leaf_tensor")
+    if not leaf or meta.get("tree2mat.n_trees") != str(ens.n_trees):
+        return model, None
+    produced = {o for n in model.graph.node for o in n.output}
+    if leaf not in produced:
+        return model, None
+    if meta.get("tree2mat.exit_layout", EXIT_LEAVES) == EXIT_LEAVES:
+        leaves: LeafIds = lambda index: np.asarray(index).T  # noqa: E731
+        elem = onnx.TensorProto.INT64
+    else:
+        form = FORMS.get(meta.get("tree2mat.form", ""))
+        if form is None or form.exit_layout is None:
+            return model, None
+        order, slots, index_dtype = form.exit_layout(ens, dtype)
+        leaves = lambda index: leaf_ids_of(index, order, slots).T  # noqa: E731
+        elem = onnx.helper.np_dtype_to_tensor_dtype(index_dtype)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    if leaf not in {o.name for o in out.graph.output}:
+        out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, elem, [ens.n_trees, "N"]))
+    return out, leaves
+
+
+def _load_onnx(onnx_model_or_path: Any) -> tuple[onnx.ModelProto, str]:
+    if isinstance(onnx_model_or_path, onnx.ModelProto):
+        model, name = onnx_model_or_path, "<ModelProto>"
+    else:
+        path = Path(onnx_model_or_path)
+        if not path.exists():
+            raise ModelFileError(f"{path}: no such file")
+        if not path.is_file():
+            raise ModelFileError(f"{path}: not a regular file")
+        try:
+            model, name = onnx.load(str(path)), str(path)
+        except Exception as exc:
+            raise ModelFileError(f"{path}: not a readable ONNX file: {type(exc).__name__}: {exc}") from exc
+    if not model.graph.node or not model.graph.input:
+        raise ModelFileError(f"{name}: not an ONNX model (no graph)")
+    large = needs_external_data(model)
+    try:
+        if large and name != "<ModelProto>":
+            onnx.checker.check_model(name)  # by file: the message is over protobuf's limit
+        elif not large:
+            onnx.checker.check_model(model)
+    except Exception as exc:
+        raise ModelFileError(f"{name}: not a valid ONNX model: {exc}") from exc
+    return model, name
+
+
+def _check_graph_input(model: onnx.ModelProto, n_features: int) -> np.dtype:
+    if len(model.graph.input) != 1:
+        raise VerificationError(f"the ONNX graph has {len(model.graph.input)} inputs; a tree2mat graph has one")
+    inp = model.graph.input[0]
+    tt = inp.type.tensor_type
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+    if len(dims) != 2:
+        raise VerificationError(f"the ONNX input {inp.name!r} has rank {len(dims)}, expected [N, features]")
+    if dims[1] is not None and dims[1] != n_features:
+        raise VerificationError(
+            f"the ONNX graph takes {dims[1]} features, the model {n_features}: not a graph of this model"
+        )
+    dtypes: dict[int, np.dtype] = {onnx.TensorProto.FLOAT: np.dtype(np.float32), onnx.TensorProto.DOUBLE: np.dtype(np.float64)}
+    if tt.elem_type not in dtypes:
+        raise VerificationError(
+            f"the ONNX input has element type {onnx.TensorProto.DataType.Name(tt.elem_type).lower()}, "
+            "expected float or double"
+        )
+    return dtypes[tt.elem_type]
+
+
+def walks(model: onnx.ModelProto, chunk: int) -> tuple[list[tuple[str, onnx.ModelProto, int]], str | None]:
+    """(walk, graph, rows per run): ``model`` run in chunks of ``chunk`` rows (walk "");
+    where it walks small batches another way (traverse's ``If``, see
+    :class:`tree2mat.forms._layout.Walks`; ``tree2mat.walk_rows*`` in the metadata, one entry
+    per tree step of a pipeline), two copies instead, each walking every batch one way (the
+    constants the ``If`` compares the rows with set past any batch, or below): every row
+    checked both ways. And a note where the walks cannot be forced (a graph rewritten since
+    tree2mat wrote it): then ``model`` as it is, each row through the walk its chunk takes."""
+    meta = _metadata(model)
+    names = [n for n in meta.get("tree2mat.walk_rows_tensor", "").split(",") if n]
+    if not names:
+        return [("", model, chunk)], None
+    inits = {t.name: t for t in model.graph.initializer}
+    try:
+        rows = [int(v) for v in meta["tree2mat.walk_rows"].split(",")]
+        most = [int(v) for v in meta["tree2mat.walk_rows_max"].split(",")]
+        if len(rows) != len(names) or len(most) != len(names):
+            raise ValueError("not one value per walk")
+        for name, value in zip(names, rows):
+            if name not in inits:
+                raise ValueError(f"no initializer {name!r}")
+            if onnx.numpy_helper.to_array(inits[name]).tolist() != [value]:
+                raise ValueError(f"{name!r} is not [{value}]")
+    except (KeyError, ValueError) as exc:
+        note = (f"the graph's two walks could not be forced ({exc}): each row was checked through the walk its batch of "
+                f"{chunk} rows takes")
+        return [("", model, chunk)], note
+    few = min(rows)
+    return [(f">{few} rows", forced_walk(model, -1), chunk), (f"<={few} rows", forced_walk(model, 2**62), max(1, min(chunk, *most)))], None
+
+
+def forced_walk(model: onnx.ModelProto, rows: int) -> onnx.ModelProto:
+    """A copy of ``model`` whose walks' ``If`` takes the small batches' walk up to ``rows`` rows
+    (-1: never; 2**62: always)."""
+    names = set(_metadata(model).get("tree2mat.walk_rows_tensor", "").split(","))
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for tensor in out.graph.initializer:
+        if tensor.name in names:
+            tensor.CopyFrom(onnx.numpy_helper.from_array(np.asarray([rows], np.int64), tensor.name))
+    return out
