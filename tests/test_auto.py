@@ -56,9 +56,9 @@ def test_auto_picks_the_cheapest_fitting_exact_form_and_is_exact(which, request)
 
 
 def test_auto_takes_the_lowest_estimate(shallow, deep):
-    """auto takes the form with the lowest estimate; since issue 5's layout the walk measured
-    fastest on every model (benchmarks/form_speed.json), and the model says so on shallow and
-    deep trees alike, the matrix forms' estimates growing with nodes x leaves."""
+    """auto takes the form with the lowest estimate; the walk measured fastest on every model
+    (benchmarks/form_speed.json), and the cost model says so on shallow and deep trees alike,
+    the matrix forms' estimates growing with nodes x leaves."""
     for model in (shallow, deep):
         choice = auto.choose(tree2mat.load(model))
         best = min(choice.estimates, key=lambda e: e.us_per_row)

@@ -15,7 +15,7 @@ from conftest import assert_standard_graph, run_onnx
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "paper_tree.json"
 
-# As printed in the papers (DESIGN.md "Paper example").
+# As printed in the papers (docs/architecture.md, "The matrices").
 PAPER = {
     "S": [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 1]],
     "t": [1, 4, 3, 2, 5],

@@ -1,7 +1,7 @@
 """Pieces every exact form shares: trees stacked into padded 3-D tensors, the nodes' tests
 (which nodes send a row right) and the leaf-value aggregation.
 
-Tests follow DESIGN.md's exactness rules and the graph contract: every node is one
+Tests follow the exactness rules (docs/exactness.md) and the graph contract: every node is one
 ``value > threshold`` with a finite threshold on a column of an augmented input in which no cell
 is NaN (:func:`node_tests`: x with missing cells at -max or +max by where the node sends them,
 0/1 flags of missing, +inf or -inf cells for the thresholds at the ends of the range, the same on

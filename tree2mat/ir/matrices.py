@@ -1,4 +1,4 @@
-"""The matrices of the decision-machine papers for one tree (DESIGN.md "Matrices").
+"""The matrices of the decision-machine papers for one tree (docs/architecture.md, "The matrices").
 
 With I internal nodes (breadth-first), L = I + 1 leaves (left to right), F features:
 

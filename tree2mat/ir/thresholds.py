@@ -2,7 +2,7 @@
 
 The graph always tests ``x <= t_graph`` (go left) on ``x`` in its *compare dtype*; these functions
 choose ``t_graph`` so that the test decides exactly as the source library does for every value of
-that dtype (DESIGN.md, exactness rule 1). Round-to-nearest casts would be wrong: for a float64
+that dtype (docs/exactness.md, rule 1). Round-to-nearest casts would be wrong: for a float64
 threshold ``t`` between two float32 numbers, ``float32(t)`` may be above ``t``.
 """
 
