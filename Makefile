@@ -42,7 +42,7 @@ demo: $(STAMP)
 
 # Lint (ruff), type check (mypy, tree2mat and cli) and the layer contract (lint-imports, see
 # pyproject.toml) before the tests: a finding fails make test.
-# The runtime matrix (tests/test_runtimes.py) runs the Python runtimes always and the Node.js ones
+# The runtime matrix (tests/runtimes/test_runtimes.py) runs the Python runtimes always and the Node.js ones
 # when node is present (the Makefile installs their npm packages first).
 test: $(STAMP) $(if $(HAS_NODE),$(NODE_STAMP))
 	$(BIN)/ruff check .
@@ -66,13 +66,13 @@ SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 test-webgpu: $(STAMP) $(NODE_STAMP)
 	test -x $(CHROMIUM) || $(SUDO) apt-get install -y chromium || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
 	rm -f build/webgpu.json
-	TREE2MAT_WEBGPU=1 TREE2MAT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests/test_webgpu.py
+	TREE2MAT_WEBGPU=1 TREE2MAT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests/runtimes/test_webgpu.py
 
 # A longer fuzz campaign of the model readers than make test's (FUZZ_EXAMPLES damaged files per
 # reader, fresh random ones each run; about 2 minutes on 2 cores at the default).
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
-	TREE2MAT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -n 2 tests/test_fuzz.py --hypothesis-show-statistics
+	TREE2MAT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -n 2 tests/frontends/test_fuzz.py --hypothesis-show-statistics
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis .mypy_cache .ruff_cache .import_linter_cache

@@ -1,5 +1,5 @@
 """The runtime matrix behind the runtime table of docs/runtimes.md: tree2mat's exact forms and the peer
-converters' TreeEnsemble graphs, of the five models of tests/test_runtimes.py, run on every ONNX
+converters' TreeEnsemble graphs, of the five models of tests/runtimes/test_runtimes.py, run on every ONNX
 runtime tree2mat knows (tree2mat.runtimes.RUNTIMES: those installed) and compared with the
 libraries' own predictions on the same rows (threshold, neighbour, NaN, +-inf, extreme and random
 rows: tree2mat.verify's synthesized rows).
@@ -147,7 +147,7 @@ def table(doc: dict) -> str:
     lines = [
         f"Measured {doc['date']} ({doc['machine']}; tree2mat {doc['tree2mat']}, peers: skl2onnx {doc['peers']['skl2onnx']}, "
         f"onnxmltools {doc['peers']['onnxmltools']}) by `benchmarks/runtime_matrix.py`: the {n_models} models of "
-        "tests/test_runtimes.py, each cell the models whose graph gives the library's labels, values within "
+        "tests/runtimes/test_runtimes.py, each cell the models whose graph gives the library's labels, values within "
         "tolerance and (tree2mat) every tree's leaf, on threshold, neighbour, NaN, ±inf, extreme and random rows.",
         "",
         "| runtime | " + " | ".join(f"`{g}`" if g != "peer" else "TreeEnsemble (skl2onnx / onnxmltools)" for g in graphs) + " |",

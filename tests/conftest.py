@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -12,6 +14,9 @@ from tree2mat.forms._graph import all_nodes
 from tree2mat.verify import DEFAULT_RTOL, compare, default_atol
 
 #: Every exact graph variant: each exact form, with each element type of its path MatMul.
+#: The repository (tests/ is one level down, whatever folder a test module is in).
+ROOT = Path(__file__).resolve().parent.parent
+
 EXACT_VARIANTS = [(name, mm) for name, spec in tree2mat.FORMS.items() if spec.exact for mm in spec.matmul]
 
 

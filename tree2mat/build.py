@@ -50,10 +50,11 @@ class ConvertOptions:
     ) -> ConvertOptions:
         """The options of ``tree2mat.convert`` (or the CLI), each checked: an OptionError names
         the first that is wrong."""
-        spec = None if form == AUTO else check_form(form)
         budget = auto.DEFAULT_MAX_MEMORY if max_memory is None else max_memory
         if not budget > 0:
             raise OptionError(f"--max-memory must be positive, got {budget}")
+        spec = None if form == AUTO else check_form(form)
+        dtype = dtype or None  # (an empty --dtype is the default, as it always was)
         if spec is None and (temperature is not None or matmul != "float32"):
             raise OptionError("--temperature and --matmul need an explicit --form (auto picks an exact float32 form)")
         if spec is not None and temperature is not None:

@@ -15,7 +15,7 @@ from tree2mat.forms._graph import GraphOptions
 from tree2mat.ir.core import Ensemble
 
 #: The runtimes of ``verify --runtime`` (tree2mat.runtimes.RUNTIMES): the runtime matrix
-#: (tests/test_runtimes.py, make test-webgpu) checks an exact form on each runtime its spec
+#: (tests/runtimes/test_runtimes.py, make test-webgpu) checks an exact form on each runtime its spec
 #: names in ``proven_on``.
 ALL_RUNTIMES = ("onnxruntime", "reference", "openvino", "tract", "iree", "onnxruntime-node", "onnxruntime-web", "webgpu")
 

@@ -34,8 +34,10 @@ class FileFormat:
     #: For formats that are JSON / UBJSON documents: the model of a decoded document, or None
     #: when the document is not this format's.
     document: Callable[[Any, str], Any] | None = None
-    #: A phrase for "neither a tree2mat IR document nor ..." (document formats).
+    #: Document formats: what a document of this format is ("an XGBoost model") and the key it
+    #: must have ("learner"), for the message about a document that is no format's.
     expects: str = ""
+    key: str = ""
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ def _check_file(path: Path) -> None:
         raise ModelFileError(f"{path}: not a regular file")
 
 
-def load_file(path: str | Path, formats: Sequence[FileFormat] = ()) -> Any:
+def load_file(path: str | Path, formats: Sequence[FileFormat]) -> Any:
     """The model object (or an ``Ensemble``, for tree2mat IR JSON) stored in ``path``: a pickle,
     a ``.skops`` file, tree2mat IR, or one of the frontends' native ``formats``, by its name or,
     under another name, by its first bytes."""
@@ -103,7 +103,7 @@ def load_file(path: str | Path, formats: Sequence[FileFormat] = ()) -> Any:
         return _load_pickle(path)
     if kind in (JSON, UBJSON):
         return _load_document(path, documents, ir=kind == JSON)
-    known = sorted({*SUFFIXES, *(x for f in formats for x in f.suffixes)})
+    known = [*SUFFIXES, *sorted({x for f in formats for x in f.suffixes} - set(SUFFIXES))]
     raise ModelFileError(
         f"{path}: unknown model file type {suffix or '(no extension)'!r}, and its contents are none of the "
         f"formats tree2mat reads; supported: {', '.join(known)} (or those contents under any name)"
@@ -217,10 +217,13 @@ def _load_document(path: Path, formats: Sequence[FileFormat], ir: bool) -> Any:
         model = fmt.document(doc, str(path))
         if model is not None:
             return model
-    expected = " nor ".join(f.expects for f in formats)
+    named = [f for f in formats if f.expects]
+    what = " nor ".join(f.expects for f in named)
+    keys = " or ".join(f"'{f.key}'" for f in named if f.key)
     if ir:
-        raise ModelFileError(f"{path}: neither a tree2mat IR document nor {expected}" if expected else f"{path}: not a tree2mat IR document (no 'tree2mat_ir' key)")
-    raise ModelFileError(f"{path}: not {expected}")
+        raise ModelFileError(f"{path}: neither a tree2mat IR document nor {what} (no 'tree2mat_ir' or {keys} key)" if what
+                             else f"{path}: not a tree2mat IR document (no 'tree2mat_ir' key)")
+    raise ModelFileError(f"{path}: not {what} (no {keys} key)" if what else f"{path}: not a model document tree2mat reads")
 
 
 #: What a reader may raise on a document (or a fitted object's attributes) of the wrong shape that

@@ -494,7 +494,7 @@ def refuse_legacy_binary(path: Path) -> Any:
     )
 
 
-DOCUMENT = FileFormat("XGBoost model", (".json", ".ubj"), document=model_document, expects="an XGBoost model (no 'learner' key)")
+DOCUMENT = FileFormat("XGBoost model", (".json", ".ubj"), document=model_document, expects="an XGBoost model", key="learner")
 LEGACY_BINARY = FileFormat("legacy XGBoost binary", sniff=is_legacy_binary, load=refuse_legacy_binary)
 
 
@@ -507,7 +507,11 @@ def native_model(path: Path, ens: Ensemble) -> Any:
         import xgboost
     except ImportError:
         return None
-    if any(t.n_outputs > 1 for t in ens.trees) and int(xgboost.__version__.split(".")[0]) >= 3 and _writer_major(path) < 3:
+    try:
+        document = xgboost_document(path)
+    except ModelFileError:  # not XGBoost's file (an IR naming it its source)
+        return None
+    if any(t.n_outputs > 1 for t in ens.trees) and int(xgboost.__version__.split(".")[0]) >= 3 and _writer_major(document) < 3:
         return None  # XGBoost 3 crashes (segfault) loading a 2.x file with vector leaves
     try:
         return xgboost.Booster(model_file=str(path))
@@ -515,9 +519,9 @@ def native_model(path: Path, ens: Ensemble) -> Any:
         return None
 
 
-def _writer_major(path: Path) -> int:
-    """The major version of the XGBoost that wrote a native file (its ``version`` field)."""
-    version = xgboost_document(path).get("version", [0])
+def _writer_major(document: dict) -> int:
+    """The major version of the XGBoost that wrote a model document (its ``version`` field)."""
+    version = document.get("version", [0])
     return int(version[0]) if isinstance(version, list) and version and isinstance(version[0], int) else 0
 
 

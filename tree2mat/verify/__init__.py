@@ -51,7 +51,7 @@ from tree2mat.verify.runners import (
     walks,
 )
 from tree2mat.verify.subject import Subject, load_subject
-from tree2mat.verify.subject import _expected as _expected  # (imported by tests/test_runtimes.py)
+from tree2mat.verify.subject import _expected as _expected  # (imported by tests/runtimes/test_runtimes.py)
 
 __all__ = [
     "CHUNK_BYTES", "DATA_CHUNK_BYTES", "DEFAULT_RTOL", "DEVICES", "MAX_ROWS", "MAX_SYNTHESIZED_BYTES", "REPORT_SCHEMA",

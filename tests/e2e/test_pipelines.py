@@ -30,7 +30,7 @@ import tree2mat
 from tree2mat.cli import main
 from tree2mat.errors import DataError, OptionError, UnsupportedModelError
 
-from conftest import assert_matches, run_onnx
+from conftest import ROOT, assert_matches, run_onnx
 from test_cli import one_line_error
 
 NUM, CODE = [0, 1, 3], [2]
@@ -240,7 +240,7 @@ def test_readme_pipeline_example(tmp_path, capsys):
     """docs/pipelines.md's end-to-end example (examples/pipeline_demo.py, then convert and verify)."""
     import runpy
 
-    demo = runpy.run_path(str(__import__("pathlib").Path(__file__).parent.parent / "examples" / "pipeline_demo.py"))
+    demo = runpy.run_path(str(ROOT / "examples" / "pipeline_demo.py"))
     demo["main"](str(tmp_path))
     assert main(["convert", str(tmp_path / "pipeline.joblib"), "-o", str(tmp_path / "pipeline.onnx"), "--no-progress"]) == 0
     assert "form traverse, 100 trees, 10 features, opset 22" in capsys.readouterr().out

@@ -8,13 +8,14 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
+
 pytestmark = pytest.mark.slow  # builds a wheel
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = ROOT
 
 
 def test_the_wheel_holds_every_module_and_the_runners(tmp_path):

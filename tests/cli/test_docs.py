@@ -18,7 +18,9 @@ import pytest
 
 import tree2mat
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
+ROOT = ROOT
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 #: Modules whose docstrings document the public API, with their examples.

@@ -5,7 +5,6 @@ them, with xgboost not importable."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +12,9 @@ import pytest
 import tree2mat
 from tree2mat.ir import evaluate
 
-from conftest import assert_matches, assert_standard_graph, run_onnx
+from conftest import ROOT, assert_matches, assert_standard_graph, run_onnx
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = ROOT / "fixtures"
 NAMES = ["xgboost_binary_categorical.ubj", "xgboost_multiclass_dart.json"]
 
 

@@ -1,6 +1,6 @@
-"""A new form or frontend is one file and one registry entry. With tests/toy_form.py registered in
+"""A new form or frontend is one file and one registry entry. With tests/cli/toy_form.py registered in
 ``FORMS`` (and nothing else changed), the CLI takes the form, auto weighs it, inspect lists it,
-the README's table shows it and verify proves it against the library. With tests/toy_frontend.py
+the README's table shows it and verify proves it against the library. With tests/cli/toy_frontend.py
 registered in ``FRONTENDS``, its model files convert under their name or any other, verify
 compares the graph with the toy library's own predictions, and the README's table lists it."""
 

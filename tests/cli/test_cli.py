@@ -17,6 +17,8 @@ from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassif
 
 from tree2mat.cli import main
 
+from conftest import ROOT
+
 BIN = Path(sys.executable).parent
 
 
@@ -123,10 +125,11 @@ def test_verify_exit_1_on_graph_of_other_width(models, capsys, tmp_path):
         (b"", ".joblib", "cannot unpickle"),
         (b"{not json", ".json", "not valid JSON"),
         (b'{"learner": {}}', ".json", "ill-formed XGBoost model: need objective"),
-        (b'{"foo": 1}', ".json", "neither a tree2mat IR document nor an XGBoost model"),
+        (b'{"foo": 1}', ".json", "neither a tree2mat IR document nor an XGBoost model (no 'tree2mat_ir' or 'learner' key)"),
+        (b"[i\x01]", ".ubj", "not an XGBoost model (no 'learner' key)"),
         (b"{L\x00\x00\x00\x00\x00\x00\x00\x07learn", ".ubj", "not a valid UBJSON model file: truncated"),
         (b'{"tree2mat_ir": 1, "n_features": 2}', ".json", "missing field 'trees'"),
-        (b"x", ".dat", "unknown model file type"),
+        (b"x", ".dat", "unknown model file type '.dat', and its contents are none of the formats tree2mat reads; supported: .pkl, .pickle, .joblib, .skops, .json, .txt, .ubj"),
         (b"x", ".txt", "not a LightGBM model text"),
         (b"x", ".onnx", "this is an ONNX file"),
         (b"PK\x03\x04junk", ".skops", "skops"),
@@ -273,7 +276,7 @@ def test_json_on_stdout_is_all_there_is_when_a_library_prints(tmp_path):
     4.7 no longer knows; its "Ignoring unrecognized parameter" warnings, printed by native code,
     go to stderr."""
     pytest.importorskip("lightgbm")
-    path = str(Path(__file__).resolve().parent.parent / "fixtures" / "corpus" / "lightgbm-2021-04-16-tests-python_package_test-temp_model.txt")
+    path = str(ROOT / "fixtures" / "corpus" / "lightgbm-2021-04-16-tests-python_package_test-temp_model.txt")
     # LightGBM itself prints the warnings on stdout
     load = subprocess.run([sys.executable, "-c", f"import lightgbm; lightgbm.Booster(model_file={path!r})"], capture_output=True, text=True)
     assert "Ignoring unrecognized parameter" in load.stdout, load.stdout + load.stderr

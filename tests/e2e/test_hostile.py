@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import joblib
 import numpy as np
@@ -17,7 +16,9 @@ from sklearn.tree import DecisionTreeRegressor
 
 from tree2mat.cli import main
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "paper_tree.json"
+from conftest import ROOT
+
+FIXTURE = ROOT / "fixtures" / "paper_tree.json"
 XI, YI = load_iris(return_X_y=True)
 
 

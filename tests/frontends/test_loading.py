@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import operator
 import pickle
-from pathlib import Path
 
 import joblib
 import numpy as np
@@ -16,6 +15,8 @@ from sklearn.preprocessing import FunctionTransformer
 import tree2mat
 from tree2mat.errors import ModelFileError, UnsupportedModelError
 from tree2mat.ir import predict
+
+from conftest import ROOT
 
 X, Y = load_wine(return_X_y=True)
 MODELS = {
@@ -151,7 +152,7 @@ def test_safe_mode_reads_the_formats_that_cannot_run_code(tmp_path):
         assert main(["verify", str(path), str(out), "--rows", "50", "--safe"]) == 0, path
 
 
-FIXTURES = __import__("pathlib").Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = ROOT / "fixtures"
 
 
 @pytest.mark.parametrize(
@@ -186,7 +187,7 @@ def test_other_names_are_refused_by_their_contents(tmp_path):
     assert tree2mat.load(tmp_path / "forest.model").n_trees == 3
     with tree2mat.safe_loading(), pytest.raises(ModelFileError, match="safe mode refuses pickle files"):
         tree2mat.load(tmp_path / "forest.model")
-    legacy = Path(__file__).resolve().parent.parent / "fixtures" / "corpus" / "xgboost-0.90.reg.bin"
+    legacy = ROOT / "fixtures" / "corpus" / "xgboost-0.90.reg.bin"
     (tmp_path / "old.model").write_bytes(legacy.read_bytes())
     for path in (legacy, tmp_path / "old.model"):
         with pytest.raises(UnsupportedModelError, match=r"XGBoost's legacy binary model format .* save_model\('model.json'\)"):

@@ -4,7 +4,6 @@ LightGBM itself) against the outputs LightGBM gave for them, with lightgbm not i
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,9 +15,9 @@ from tree2mat.ir import evaluate
 from tree2mat.ir.core import Aggregation, Task
 from tree2mat.ir.io import dumps
 
-from conftest import assert_matches, assert_standard_graph, run_onnx
+from conftest import ROOT, assert_matches, assert_standard_graph, run_onnx
 
-FIXTURES = sorted((Path(__file__).resolve().parent.parent / "fixtures").glob("lightgbm_*.txt"))
+FIXTURES = sorted((ROOT / "fixtures").glob("lightgbm_*.txt"))
 
 
 @pytest.fixture(autouse=True)

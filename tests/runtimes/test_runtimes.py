@@ -31,14 +31,14 @@ from tree2mat.forms._spec import ALL_RUNTIMES
 from tree2mat.runtimes import RUNTIMES
 from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
 
-from conftest import EXACT_VARIANTS, with_holes
+from conftest import EXACT_VARIANTS, ROOT, with_holes
 
 pytestmark = pytest.mark.slow  # the runtime matrix: every exact form of five models on every runtime
 
 EXACT = [name for name, spec in tree2mat.FORMS.items() if spec.exact]
 SOFT = [name for name, spec in tree2mat.FORMS.items() if not spec.exact]
 #: Every runtime but onnxruntime (the rest of the suite runs on it) and WebGPU (a browser:
-#: tests/test_webgpu.py, make test-webgpu).
+#: tests/runtimes/test_webgpu.py, make test-webgpu).
 OTHERS = [name for name in RUNTIMES if name not in ("onnxruntime", "webgpu")]
 #: Runtimes in Node.js: skipped where node or their npm package is missing (`make test` installs
 #: the packages when node is on the PATH); the Python ones are in the test extra and must run.
@@ -330,9 +330,8 @@ def test_the_docs_runtime_table_is_the_last_matrix_run():
     and that run covered every runtime tree2mat knows and every exact form of the five models."""
     import json
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     sys.path.insert(0, str(root / "benchmarks"))
     from runtime_matrix import FORMS, render
 

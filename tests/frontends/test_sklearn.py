@@ -303,7 +303,7 @@ def test_multi_output_classifiers(name, labels):
 
 def test_pipeline_is_refused_by_load_naming_its_steps():
     """``load`` (and inspect, bench) take a tree model; convert and verify take whole pipelines
-    (tests/test_pipelines.py)."""
+    (tests/e2e/test_pipelines.py)."""
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 

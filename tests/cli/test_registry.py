@@ -1,13 +1,13 @@
 """One source of truth: the README's support table and the test matrix read the registries."""
 
-from pathlib import Path
 
 from tree2mat import FORMS, FRONTENDS
 from tree2mat.support import END, START, render, support_table
 
 import test_sklearn
+from conftest import ROOT
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = ROOT / "README.md"
 
 
 def test_readme_support_table_is_generated_from_the_registries():

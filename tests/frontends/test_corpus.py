@@ -19,9 +19,11 @@ from tree2mat import frontends
 from tree2mat.cli import main
 from tree2mat.frontends import lightgbm
 
+from conftest import ROOT
+
 pytestmark = pytest.mark.slow  # every real model file, converted and verified
 
-CORPUS = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "corpus").iterdir())
+CORPUS = sorted((ROOT / "fixtures" / "corpus").iterdir())
 
 
 def _unpacked(path: Path, tmp_path: Path) -> Path:

@@ -1,7 +1,6 @@
 """The papers' worked example (Decision Machines fig. 1; Binary Network fig. 1) as a fixture."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,9 +10,9 @@ from tree2mat.cli import main
 from tree2mat.ir import apply
 from tree2mat.ir.matrices import paper_matrices
 
-from conftest import assert_standard_graph, run_onnx
+from conftest import ROOT, assert_standard_graph, run_onnx
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "paper_tree.json"
+FIXTURE = ROOT / "fixtures" / "paper_tree.json"
 
 # As printed in the papers (docs/architecture.md, "The matrices").
 PAPER = {

@@ -20,6 +20,8 @@ from tree2mat.cli import main
 from tree2mat.errors import OptionError, UnsupportedModelError
 from tree2mat.forms import FORMS, auto
 
+from conftest import ROOT
+
 XB, YB = load_breast_cancer(return_X_y=True)
 XI, YI = load_iris(return_X_y=True)
 XD, YD = load_diabetes(return_X_y=True)
@@ -179,3 +181,10 @@ def test_one_constant_past_2_gib_is_refused(monkeypatch):
     model = RandomForestClassifier(n_estimators=5, max_depth=5, random_state=0).fit(XI, YI)
     with pytest.raises(UnsupportedModelError, match="at most 2 GiB in one tensor"):
         tree2mat.convert(model, form="traverse")
+
+
+def test_options_are_checked_budget_first_and_an_empty_dtype_is_the_default():
+    model = tree2mat.load(str(ROOT / "fixtures" / "paper_tree.json"))
+    with pytest.raises(OptionError, match="--max-memory must be positive"):
+        tree2mat.convert(model, form="nope", max_memory=0)
+    assert tree2mat.convert(model, form="sign", dtype="").graph.input[0].type.tensor_type.elem_type == 1  # float

@@ -17,6 +17,8 @@ from tree2mat.ir.matrices import leaf_paths
 from tree2mat.ir.thresholds import largest_float32_at_most
 from tree2mat.verify import synthesize
 
+from conftest import ROOT
+
 XD, YD = load_diabetes(return_X_y=True)
 
 
@@ -131,9 +133,8 @@ def test_a_graph_with_nan_outputs_or_wrong_shapes_fails_loudly(tmp_path, capsys)
 def test_the_report_fields_are_the_documented_ones():
     """docs/cli.md documents verify's JSON report field by field; the report has exactly those."""
     import re
-    from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     section = text[text.index("### The JSON report"):]
     section = section[: section.index("\n## ")]
     documented = set(re.findall(r"`([a-z_]+)`(?=[:,;.]| \(| per)", section))

@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -22,9 +21,10 @@ import tree2mat
 from tree2mat.runtimes import NODE_SCRIPT, RUNTIMES, node_modules
 from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
 
+from conftest import ROOT
 from test_runtimes import EXACT, MODELS, SOFT, fitted, graph
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = ROOT
 RESULTS = ROOT / "build" / "webgpu.json"
 
 pytestmark = pytest.mark.skipif(os.environ.get("TREE2MAT_WEBGPU") != "1", reason="WebGPU tests run with make test-webgpu (TREE2MAT_WEBGPU=1)")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +13,9 @@ from tree2mat.ir import Aggregation, Comparison, Ensemble, Link, Task, Tree, app
 from tree2mat.ir.build import tree_from_nodes
 from tree2mat.ir.io import dumps, ensemble_from_dict
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "paper_tree.json"
+from conftest import ROOT
+
+FIXTURE = ROOT / "fixtures" / "paper_tree.json"
 
 
 def paper_tree(**changes) -> Tree:

@@ -18,7 +18,9 @@ import tree2mat
 from tree2mat.cli import main
 from tree2mat.pictures import MAX_BOXES, node_labels, tree_figure
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+from conftest import ROOT
+
+FIXTURES = ROOT / "fixtures"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
