@@ -20,7 +20,6 @@ import tree2mat
 
 from conftest import ROOT
 
-ROOT = ROOT
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 #: Modules whose docstrings document the public API, with their examples.
@@ -209,3 +208,13 @@ def test_readme_links_every_docs_page():
     assert pages, "docs/ holds no page"
     missing = [p.name for p in pages if p.resolve() not in linked]
     assert not missing, f"README.md does not link docs/{missing}"
+
+
+def test_the_architecture_page_lists_the_layers_of_the_contract():
+    """docs/architecture.md's layer table is pyproject.toml's layers contract, line for line."""
+    import tomllib
+
+    layers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]["layers"]
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| (.*) \|$", page.split("## The layers", 1)[1], re.M)
+    assert [sorted(m.strip("`") for m in row.split(", ")) for _, row in rows] == [sorted(m.strip() for m in layer.split("|")) for layer in layers]

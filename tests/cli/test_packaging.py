@@ -15,7 +15,6 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.slow  # builds a wheel
 
-ROOT = ROOT
 
 
 def test_the_wheel_holds_every_module_and_the_runners(tmp_path):

@@ -24,7 +24,6 @@ from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
 from conftest import ROOT
 from test_runtimes import EXACT, MODELS, SOFT, fitted, graph
 
-ROOT = ROOT
 RESULTS = ROOT / "build" / "webgpu.json"
 
 pytestmark = pytest.mark.skipif(os.environ.get("TREE2MAT_WEBGPU") != "1", reason="WebGPU tests run with make test-webgpu (TREE2MAT_WEBGPU=1)")

@@ -1,0 +1,125 @@
+"""ABRF-1 (tree2mat.attention) against independent computations: leaf means from scikit-learn's
+own ``apply``, the forest's own predictions at the limits of the contamination model, each
+tree's own predictions, and the solvers' answers against the constraints and other points of
+the simplex."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_friedman1
+from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor
+
+from tree2mat import attention
+from tree2mat.errors import OptionError, UnsupportedModelError
+
+X, Y = make_friedman1(n_samples=300, n_features=6, noise=1.0, random_state=0)
+HOLES = X.copy()
+HOLES[np.random.default_rng(0).random(X.shape) < 0.05] = np.nan
+
+
+@pytest.fixture(scope="module")
+def forest():
+    return RandomForestRegressor(n_estimators=12, max_depth=5, random_state=0).fit(X[:200], Y[:200])
+
+
+def _sklearn_means(model, X_fit, X_rows):
+    """A_k(x) for every row of X_rows and tree k, from scikit-learn's node ids: the nan-mean of
+    the fitting rows in the same node. NaN where no fitting row is there."""
+    fit_nodes, row_nodes = model.apply(X_fit), model.apply(X_rows)
+    out = np.full((X_rows.shape[0], fit_nodes.shape[1], X_fit.shape[1]), np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # nanmean of an all-NaN column
+        for k in range(fit_nodes.shape[1]):
+            for i, node in enumerate(row_nodes[:, k]):
+                same = X_fit[fit_nodes[:, k] == node]
+                if len(same):
+                    out[i, k] = np.nanmean(same, axis=0)
+    return out
+
+
+def test_leaf_means_are_the_fitting_rows_means_in_scikit_learn_s_leaves(forest):
+    abrf = attention.fit(forest, HOLES[:200], Y[:200], epsilon=0.0)
+    rows = HOLES[200:]
+    leaves = attention.evaluate.apply(abrf.ensemble, rows)
+    ours = np.stack([abrf.leaf_means[k][leaves[:, k]] for k in range(abrf.n_trees)], axis=1)
+    np.testing.assert_allclose(ours, _sklearn_means(forest, HOLES[:200], rows), rtol=1e-12, equal_nan=True)
+
+
+def test_softmax_weighs_nearer_leaf_means_more(forest):
+    abrf = attention.fit(forest, X[:200], Y[:200], epsilon=0.0, tau=2.0)
+    rows = X[200:]
+    A = _sklearn_means(forest, X[:200], rows)
+    logits = -np.sum((rows[:, None, :] - A) ** 2, axis=2) / (2 * 2.0)
+    expected = np.exp(logits - logits.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(abrf.softmax_weights(rows), expected, rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(abrf.attention(rows).sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_no_contamination_and_a_hot_softmax_is_the_forest(forest):
+    abrf = attention.fit(forest, X[:200], Y[:200], epsilon=0.0, tau=1e12)
+    np.testing.assert_allclose(abrf.predict(X[200:]), forest.predict(X[200:]), rtol=1e-9)
+
+
+@pytest.mark.parametrize("loss", attention.LOSSES)
+def test_full_contamination_is_the_trees_weighted_by_w(forest, loss):
+    abrf = attention.fit(forest, X[:200], Y[:200], epsilon=1.0, loss=loss)
+    trees = np.stack([t.predict(X[200:]) for t in forest.estimators_], axis=1)
+    np.testing.assert_allclose(abrf.predict(X[200:]), trees @ abrf.weights, rtol=1e-9)
+
+
+@pytest.mark.parametrize("loss", attention.LOSSES)
+@pytest.mark.parametrize("epsilon", [0.3, 1.0])
+def test_the_solved_weights_are_on_the_simplex_and_beat_other_points_of_it(forest, loss, epsilon):
+    abrf = attention.fit(forest, X[:200], Y[:200], epsilon=epsilon, tau=1.0, loss=loss)
+    w = abrf.weights
+    assert (w >= 0).all() and abs(w.sum() - 1.0) < 1e-12
+    best = attention.objective(abrf, X[:200], Y[:200])
+    uniform = attention.objective(abrf, X[:200], Y[:200], np.full(abrf.n_trees, 1 / abrf.n_trees))
+    assert best < uniform
+    for other in np.random.default_rng(1).dirichlet(np.ones(abrf.n_trees), size=200):
+        assert best <= attention.objective(abrf, X[:200], Y[:200], other) * (1 + 1e-9)
+
+
+def test_a_leaf_no_fitting_row_reached_leaves_its_tree_out_of_the_softmax(forest):
+    few = X[:20]  # most leaves get no fitting row
+    abrf = attention.fit(forest, few, Y[:20], epsilon=0.0, tau=5.0)
+    rows = X[200:]
+    leaves = attention.evaluate.apply(abrf.ensemble, rows)
+    empty = np.stack([abrf.leaf_counts[k][leaves[:, k]] == 0 for k in range(abrf.n_trees)], axis=1)
+    assert empty.any() and not empty.all(axis=1).all()
+    D = abrf.softmax_weights(rows)
+    some = ~empty.all(axis=1)
+    assert (D[some][empty[some]] == 0).all() and (D[some][~empty[some]] > 0).all()
+    np.testing.assert_allclose(D[~some], 1 / abrf.n_trees)
+
+
+def test_extra_trees_fit_too():
+    model = ExtraTreesRegressor(n_estimators=6, max_depth=4, random_state=0).fit(X, Y)
+    abrf = attention.fit(model, X, Y, epsilon=0.5, tau=1.0)
+    assert attention.objective(abrf, X, Y) < attention.objective(abrf, X, Y, np.full(6, 1 / 6))
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        GradientBoostingRegressor(n_estimators=3).fit(X, Y),
+        RandomForestClassifier(n_estimators=3, random_state=0).fit(X, Y > Y.mean()),
+    ],
+    ids=["boosting", "classifier"],
+)
+def test_models_that_are_not_averaging_regression_forests_are_refused(model):
+    with pytest.raises(UnsupportedModelError, match="averages one output"):
+        attention.fit(model, X, Y)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [({"epsilon": 1.5}, "--epsilon"), ({"tau": 0.0}, "--tau"), ({"tau": float("nan")}, "--tau"), ({"loss": "l3"}, "--loss")],
+)
+def test_bad_options_are_refused(forest, kwargs, needle):
+    with pytest.raises(OptionError, match=needle):
+        attention.fit(forest, X[:200], Y[:200], **kwargs)
