@@ -79,10 +79,6 @@ class ConvertOptions:
             )
         return cls(spec, dtype, opset, raw, leaves, temperature, matmul, budget)
 
-    @property
-    def form_name(self) -> str:
-        return AUTO if self.form is None else self.form.name
-
 
 def build_graph(ens: Ensemble, options: ConvertOptions, progress: Progress = quiet) -> onnx.ModelProto:
     """The checked ONNX graph of ``ens`` under ``options`` (auto resolved here, an explicit form

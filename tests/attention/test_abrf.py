@@ -76,6 +76,7 @@ def test_full_contamination_is_the_trees_weighted_by_w(forest, loss):
 def test_the_solved_weights_are_on_the_simplex_and_beat_other_points_of_it(forest, loss, epsilon):
     abrf = attention.fit(forest, X[:200], Y[:200], epsilon=epsilon, tau=1.0, loss=loss)
     w = abrf.weights
+    assert abrf.get_params() == {"epsilon": epsilon, "tau": 1.0, "loss": loss}
     assert (w >= 0).all() and abs(w.sum() - 1.0) < 1e-12
     best = attention.objective(abrf, X[:200], Y[:200])
     uniform = attention.objective(abrf, X[:200], Y[:200], np.full(abrf.n_trees, 1 / abrf.n_trees))
