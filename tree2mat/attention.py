@@ -24,17 +24,25 @@ scikit-learn's random-forest and extra-trees regressors (forests that average on
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tree2mat import frontends
-from tree2mat.errors import DataError, OptionError, UnsupportedModelError
+from tree2mat._files import atomic_write
+from tree2mat.errors import DataError, ModelFileError, OptionError, UnsupportedModelError
+from tree2mat.frontends.loading import MALFORMED
 from tree2mat.ir import evaluate
 from tree2mat.ir.core import Aggregation, Ensemble, Link, Task
+from tree2mat.ir.io import ensemble_from_dict, ensemble_to_dict
 
 LOSSES = ("l2", "l1")
+#: The saved file's format version (its key ``tree2mat_attention``; docs/attention.md).
+FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,66 @@ class AttentionForest:
 
     def get_params(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "tau": self.tau, "loss": self.loss}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved file's document (JSON; a missing mean is null)."""
+        return {
+            "tree2mat_attention": FORMAT_VERSION,
+            "variant": 1,
+            "loss": self.loss,
+            "epsilon": self.epsilon,
+            "tau": self.tau,
+            "weights": self.weights.tolist(),
+            "tree_scales": None,
+            "feature_weights": None,
+            "leaf_means": [[[None if math.isnan(v) else v for v in row] for row in m.tolist()] for m in self.leaf_means],
+            "leaf_counts": [c.tolist() for c in self.leaf_counts],
+            "forest": ensemble_to_dict(self.ensemble),
+        }
+
+    def save(self, path: str | Path) -> int:
+        """Write the model to ``path`` (JSON, atomically); the bytes written."""
+        return atomic_write(path, (json.dumps(self.to_dict(), indent=1) + "\n").encode())
+
+
+def load(path: str | Path) -> AttentionForest:
+    """A model :meth:`AttentionForest.save` wrote (JSON: no pickle, safe to read from anyone);
+    a ModelFileError names what is wrong with any other file."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ModelFileError(f"{path}: not a readable attention forest file: {exc}") from exc
+    try:
+        return from_dict(doc, str(path))
+    except MALFORMED as exc:
+        raise ModelFileError(f"{path}: ill-formed attention forest file: {exc}") from exc
+
+
+def from_dict(doc: Any, name: str = "attention forest") -> AttentionForest:
+    """The model of a document :meth:`AttentionForest.to_dict` wrote, every field checked."""
+    if not isinstance(doc, dict) or doc.get("tree2mat_attention") != FORMAT_VERSION:
+        raise ModelFileError(f"{name}: not a tree2mat attention forest of format {FORMAT_VERSION} (key 'tree2mat_attention')")
+    if doc.get("variant") != 1 or doc.get("tree_scales") is not None or doc.get("feature_weights") is not None:
+        raise UnsupportedModelError(f"{name}: only ABRF-1 (variant 1, no tree scales or feature weights) is supported")
+    ens = ensemble_from_dict(doc["forest"], name=name)
+    _check_forest(ens)
+    T, F = ens.n_trees, ens.n_features
+    epsilon, tau, loss = doc["epsilon"], doc["tau"], doc["loss"]
+    if not (isinstance(epsilon, (int, float)) and 0.0 <= epsilon <= 1.0):
+        raise ValueError(f"epsilon must be a number in [0, 1], got {epsilon!r:.40}")
+    if not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau > 0):
+        raise ValueError(f"tau must be a finite number > 0, got {tau!r:.40}")
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r:.40}")
+    weights = _numbers(doc["weights"], "weights", (T,))
+    if (weights < 0).any() or abs(weights.sum() - 1.0) > 1e-9:
+        raise ValueError("weights must be >= 0 and sum to 1")
+    means, counts = doc["leaf_means"], doc["leaf_counts"]
+    if not (isinstance(means, list) and isinstance(counts, list) and len(means) == T and len(counts) == T):
+        raise ValueError(f"leaf_means and leaf_counts must hold one entry per tree ({T})")
+    leaf_means = tuple(_numbers(m, f"leaf_means[{k}]", (t.n_leaves, F), missing=True) for k, (m, t) in enumerate(zip(means, ens.trees)))
+    leaf_counts = tuple(_counts(c, f"leaf_counts[{k}]", t.n_leaves) for k, (c, t) in enumerate(zip(counts, ens.trees)))
+    return AttentionForest(ens, leaf_means, leaf_counts, float(epsilon), float(tau), weights, loss)
 
 
 def fit(model: Any, X: np.ndarray, y: np.ndarray, *, epsilon: float = 0.5, tau: float = 1.0, loss: str = "l2") -> AttentionForest:
@@ -142,6 +210,29 @@ def objective(forest: AttentionForest, X: np.ndarray, y: np.ndarray, weights: np
 
 
 # ---------------------------------------------------------------------------------------- inside
+
+
+def _numbers(value: Any, what: str, shape: tuple[int, ...], missing: bool = False) -> np.ndarray:
+    """A float array of ``shape`` from nested lists of numbers (and nulls, read as NaN, where
+    ``missing``)."""
+    def walk(v: Any, depth: int) -> Any:
+        if depth == len(shape):
+            if v is None and missing:
+                return math.nan
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{what} must hold finite numbers" + (" or null" if missing else ""))
+            return float(v)
+        if not isinstance(v, list) or len(v) != shape[depth]:
+            raise ValueError(f"{what} must have the shape {list(shape)}")
+        return [walk(x, depth + 1) for x in v]
+
+    return np.asarray(walk(value, 0), np.float64).reshape(shape)
+
+
+def _counts(value: Any, what: str, n: int) -> np.ndarray:
+    if not (isinstance(value, list) and len(value) == n and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)):
+        raise ValueError(f"{what} must be {n} counts (integers >= 0)")
+    return np.asarray(value, np.int64)
 
 
 def _check_forest(ens: Ensemble) -> None:

@@ -13,7 +13,7 @@ from sklearn.datasets import make_friedman1
 from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor
 
 from tree2mat import attention
-from tree2mat.errors import OptionError, UnsupportedModelError
+from tree2mat.errors import ModelFileError, OptionError, Tree2MatError, UnsupportedModelError
 
 X, Y = make_friedman1(n_samples=300, n_features=6, noise=1.0, random_state=0)
 HOLES = X.copy()
@@ -124,3 +124,60 @@ def test_models_that_are_not_averaging_regression_forests_are_refused(model):
 def test_bad_options_are_refused(forest, kwargs, needle):
     with pytest.raises(OptionError, match=needle):
         attention.fit(forest, X[:200], Y[:200], **kwargs)
+
+
+# ------------------------------------------------------------------------------- the saved file
+
+
+def test_a_saved_model_loads_and_predicts_the_same(forest, tmp_path):
+    abrf = attention.fit(forest, HOLES[:60], Y[:60], epsilon=0.4, tau=3.0)  # NaN means and leaves no row reached
+    path = tmp_path / "forest.abrf.json"
+    assert abrf.save(path) == path.stat().st_size
+    again = attention.load(path)
+    np.testing.assert_array_equal(again.weights, abrf.weights)
+    for a, b in zip(again.leaf_means, abrf.leaf_means):
+        np.testing.assert_array_equal(a, b)  # (NaN where NaN)
+    assert any(np.isnan(m).any() for m in again.leaf_means) and any((c == 0).any() for c in again.leaf_counts)
+    np.testing.assert_array_equal(again.predict(HOLES[200:]), abrf.predict(HOLES[200:]))
+
+
+def _edited(forest, tmp_path, edit):
+    doc = attention.fit(forest, X[:200], Y[:200], epsilon=0.5).to_dict()
+    edit(doc)
+    path = tmp_path / "edited.json"
+    path.write_text(__import__("json").dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda d: d.update(tree2mat_attention=2), "not a tree2mat attention forest of format 1"),
+        (lambda d: d.update(variant=2), "only ABRF-1"),
+        (lambda d: d.update(epsilon=-0.1), "epsilon must be a number in"),
+        (lambda d: d.update(tau=float("inf")), "tau must be a finite number"),
+        (lambda d: d.update(loss="l3"), "loss must be one of"),
+        (lambda d: d.update(weights=d["weights"][:-1]), "weights must have the shape"),
+        (lambda d: d["weights"].__setitem__(0, d["weights"][0] + 0.5), "sum to 1"),
+        (lambda d: d["weights"].__setitem__(0, float("nan")), "finite numbers"),
+        (lambda d: d["leaf_means"][0].pop(), r"leaf_means\[0\] must have the shape"),
+        (lambda d: d["leaf_means"][1][0].__setitem__(0, "x"), r"leaf_means\[1\] must hold finite numbers or null"),
+        (lambda d: d["leaf_counts"][2].__setitem__(0, -1), r"leaf_counts\[2\] must be"),
+        (lambda d: d.pop("forest"), "ill-formed attention forest file: 'forest'"),
+    ],
+)
+def test_an_edited_file_is_refused_naming_what_is_wrong(forest, tmp_path, edit, needle):
+    path = _edited(forest, tmp_path, edit)
+    with pytest.raises(Tree2MatError, match=needle) as info:
+        attention.load(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_files_that_are_not_attention_forests_are_refused(tmp_path):
+    path = tmp_path / "x.json"
+    for content in ("{not json", "[1, 2]", '{"tree2mat_ir": 1}'):
+        path.write_text(content)
+        with pytest.raises(ModelFileError, match=str(path)):
+            attention.load(path)
+    with pytest.raises(ModelFileError, match="not a readable"):
+        attention.load(tmp_path / "missing.json")
