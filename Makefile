@@ -42,13 +42,15 @@ demo: $(STAMP)
 
 # Lint (ruff), type check (mypy, tree2mat and cli) and the layer contract (lint-imports, see
 # pyproject.toml) before the tests: a finding fails make test.
+# Each of pytest's two workers runs the libraries' OpenMP code on one thread (OMP_NUM_THREADS=1):
+# two workers each spinning two OpenMP threads on two cores made single fits 50 times slower.
 # The runtime matrix (tests/runtimes/test_runtimes.py) runs the Python runtimes always and the Node.js ones
 # when node is present (the Makefile installs their npm packages first).
 test: $(STAMP) $(if $(HAS_NODE),$(NODE_STAMP))
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -n 2
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2
 
 # The fast tier for development (under a minute on 2 cores): lint, types, layers and every test
 # not marked slow. CI runs make test, which runs them all.
@@ -56,7 +58,7 @@ test-fast: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 # WebGPU in headless Chromium (onnxruntime-web's WebGPU backend on SwiftShader's adapter): the
 # runtime matrix's models and the browser example (examples/web). Not part of make test (CI has
@@ -72,7 +74,7 @@ test-webgpu: $(STAMP) $(NODE_STAMP)
 # reader, fresh random ones each run; about 2 minutes on 2 cores at the default).
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
-	TREE2MAT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -n 2 tests/frontends/test_fuzz.py --hypothesis-show-statistics
+	OMP_NUM_THREADS=1 TREE2MAT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -n 2 tests/frontends/test_fuzz.py --hypothesis-show-statistics
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis .mypy_cache .ruff_cache .import_linter_cache
