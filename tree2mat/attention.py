@@ -152,21 +152,76 @@ def from_dict(doc: Any, name: str = "attention forest") -> AttentionForest:
     return AttentionForest(ens, leaf_means, leaf_counts, float(epsilon), float(tau), weights, loss)
 
 
-def fit(model: Any, X: np.ndarray, y: np.ndarray, *, epsilon: float = 0.5, tau: float = 1.0, loss: str = "l2") -> AttentionForest:
+#: ``epsilon="auto"`` tries these (the paper's Fig. 2 grid).
+EPSILON_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: ``tau="auto"`` tries these multiples of the fitting rows' median ``||x - A_k(x)||^2 / 2`` (the
+#: scale at which the softmax's argument is about 1).
+TAU_FACTORS = (0.01, 0.1, 1.0, 10.0, 100.0)
+
+
+def fit(
+    model: Any, X: np.ndarray, y: np.ndarray, *, epsilon: float | str = "auto", tau: float | str = "auto", loss: str = "l2",
+    folds: int = 5, seed: int = 0,
+) -> AttentionForest:
     """Fit ABRF-1's tree weights ``w`` on the rows ``X``, ``y`` (the rows whose leaf means the
-    attention uses), for a fitted forest ``model`` (an object or a file tree2mat reads)."""
-    if not 0.0 <= epsilon <= 1.0:
-        raise OptionError(f"--epsilon must be in [0, 1], got {epsilon}")
-    if not (np.isfinite(tau) and tau > 0):
-        raise OptionError(f"--tau must be a finite number > 0, got {tau}")
+    attention uses), for a fitted forest ``model`` (an object or a file tree2mat reads).
+    ``epsilon`` / ``tau``: a value, or ``"auto"``: the pair of :data:`EPSILON_GRID` and
+    :data:`TAU_FACTORS` with the lowest ``folds``-fold cross-validated loss (:func:`select`)."""
     if loss not in LOSSES:
         raise OptionError(f"--loss {loss!r}: choose one of {', '.join(LOSSES)}")
     ens = frontends.load_model(model)[1]
     _check_forest(ens)
-    X = _rows(X, ens.n_features)
-    y = np.asarray(y, np.float64).reshape(-1)
-    if y.shape[0] != X.shape[0] or not np.isfinite(y).all():
-        raise DataError(f"y has {y.shape[0]} values for {X.shape[0]} rows, or values that are not finite numbers")
+    X, y = _rows(X, ens.n_features), _targets(y, X.shape[0])
+    if epsilon == "auto" or tau == "auto":
+        chosen = select(ens, X, y, epsilon=epsilon, tau=tau, loss=loss, folds=folds, seed=seed)
+        epsilon, tau = chosen.epsilon, chosen.tau
+    return _fit(ens, X, y, _epsilon(epsilon), _tau(tau), loss)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What ``"auto"`` chose, and the cross-validated loss (mean squared or absolute error on the
+    held-out rows) of every pair tried and of the forest itself."""
+
+    epsilon: float
+    tau: float
+    scores: dict[tuple[float, float], float]
+    forest_score: float
+
+
+def select(
+    model: Any, X: np.ndarray, y: np.ndarray, *, epsilon: float | str = "auto", tau: float | str = "auto", loss: str = "l2",
+    folds: int = 5, seed: int = 0,
+) -> Selection:
+    """ε and τ by ``folds``-fold cross-validation over the rows (shuffled by ``seed``): for each
+    pair, the leaf means and ``w`` are fitted on the other folds and the loss measured on the
+    held-out one; the pair with the lowest mean wins (ties: the first in grid order). A value
+    given for one of them is kept; the forest itself is not refitted."""
+    if loss not in LOSSES:
+        raise OptionError(f"--loss {loss!r}: choose one of {', '.join(LOSSES)}")
+    ens = frontends.load_model(model)[1]
+    _check_forest(ens)
+    X, y = _rows(X, ens.n_features), _targets(y, X.shape[0])
+    if not (isinstance(folds, int) and 2 <= folds <= X.shape[0]):
+        raise OptionError(f"--folds must be an integer from 2 to the number of rows ({X.shape[0]}), got {folds}")
+    epsilons = EPSILON_GRID if epsilon == "auto" else (_epsilon(epsilon),)
+    taus = tuple(f * _distance_scale(ens, X) for f in TAU_FACTORS) if tau == "auto" else (_tau(tau),)
+    held = np.array_split(np.random.default_rng(seed).permutation(X.shape[0]), folds)
+    error = (lambda e: float(np.mean(e**2))) if loss == "l2" else (lambda e: float(np.mean(np.abs(e))))
+    scores = {}
+    for e in epsilons:
+        for t in taus:
+            errors = []
+            for out in held:
+                keep = np.setdiff1d(np.arange(X.shape[0]), out)
+                errors.append(y[out] - _fit(ens, X[keep], y[keep], e, t, loss).predict(X[out]))
+            scores[(e, t)] = error(np.concatenate(errors))
+    best = min(scores, key=lambda k: scores[k])
+    forest = error(y - evaluate.margin(ens, X)[:, 0])
+    return Selection(best[0], best[1], scores, forest)
+
+
+def _fit(ens: Ensemble, X: np.ndarray, y: np.ndarray, epsilon: float, tau: float, loss: str) -> AttentionForest:
     leaves = evaluate.apply(ens, X)
     means, counts = leaf_means(ens, X, leaves)
     uniform = np.full(ens.n_trees, 1.0 / ens.n_trees)
@@ -177,6 +232,35 @@ def fit(model: Any, X: np.ndarray, y: np.ndarray, *, epsilon: float = 0.5, tau: 
     residual = y - (1.0 - epsilon) * np.sum(forest.softmax_weights(X, leaves) * B, axis=1)
     solve = _least_squares_on_simplex if loss == "l2" else _least_absolute_on_simplex
     return AttentionForest(ens, means, counts, epsilon, tau, solve(epsilon * B, residual), loss)
+
+
+def _distance_scale(ens: Ensemble, X: np.ndarray) -> float:
+    """The median over the rows and trees of ``||x - A_k(x)||^2 / 2`` (the rows' own leaf
+    means), or 1 where that is 0."""
+    leaves = evaluate.apply(ens, X)
+    means, _ = leaf_means(ens, X, leaves)
+    d = np.stack([np.nansum((X - means[k][leaves[:, k]]) ** 2, axis=1) for k in range(ens.n_trees)], axis=1) / 2.0
+    scale = float(np.median(d))
+    return scale if scale > 0 else 1.0
+
+
+def _epsilon(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise OptionError(f"--epsilon must be auto or a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _tau(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise OptionError(f"--tau must be auto or a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _targets(y: Any, n: int) -> np.ndarray:
+    y = np.asarray(y, np.float64).reshape(-1)
+    if y.shape[0] != n or not np.isfinite(y).all():
+        raise DataError(f"y has {y.shape[0]} values for {n} rows, or values that are not finite numbers")
+    return y
 
 
 def leaf_means(ens: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:

@@ -181,3 +181,35 @@ def test_files_that_are_not_attention_forests_are_refused(tmp_path):
             attention.load(path)
     with pytest.raises(ModelFileError, match="not a readable"):
         attention.load(tmp_path / "missing.json")
+
+
+# ------------------------------------------------------------------ epsilon and tau by cross-validation
+
+
+def test_auto_picks_the_pair_with_the_lowest_held_out_error(forest):
+    Xf, yf = X[:200], Y[:200]
+    chosen = attention.select(forest, Xf, yf, folds=4, seed=3)
+    assert len(chosen.scores) == len(attention.EPSILON_GRID) * len(attention.TAU_FACTORS)
+    assert chosen.scores[(chosen.epsilon, chosen.tau)] == min(chosen.scores.values())
+    # one pair's score, recomputed here: the rows shuffled by the seed, split in 4, each held out once
+    e, t = 0.5, sorted({t for _, t in chosen.scores})[2]
+    held = np.array_split(np.random.default_rng(3).permutation(200), 4)
+    errors = [yf[out] - attention.fit(forest, np.delete(Xf, out, 0), np.delete(yf, out), epsilon=e, tau=t).predict(Xf[out]) for out in held]
+    assert chosen.scores[(e, t)] == pytest.approx(np.mean(np.concatenate(errors) ** 2), rel=1e-9)
+    # the forest is not refitted: its held-out error is its error on every row
+    assert chosen.forest_score == pytest.approx(np.mean((yf - forest.predict(Xf)) ** 2), rel=1e-9)
+    fitted = attention.fit(forest, Xf, yf, folds=4, seed=3)
+    assert (fitted.epsilon, fitted.tau) == (chosen.epsilon, chosen.tau)
+
+
+def test_a_value_given_for_one_of_them_is_kept(forest):
+    chosen = attention.select(forest, X[:200], Y[:200], epsilon=0.25, folds=3)
+    assert chosen.epsilon == 0.25 and {e for e, _ in chosen.scores} == {0.25} and len(chosen.scores) == len(attention.TAU_FACTORS)
+    chosen = attention.select(forest, X[:200], Y[:200], tau=2.0, folds=3, loss="l1")
+    assert chosen.tau == 2.0 and len(chosen.scores) == len(attention.EPSILON_GRID)
+
+
+@pytest.mark.parametrize("folds", [1, 201, 2.5])
+def test_bad_fold_counts_are_refused(forest, folds):
+    with pytest.raises(OptionError, match="--folds"):
+        attention.select(forest, X[:200], Y[:200], folds=folds)
