@@ -82,10 +82,10 @@ class AttentionForest:
         """alpha: each tree's weight for each row, [N, T]; every row's weights sum to 1."""
         return (1.0 - self.epsilon) * self.softmax_weights(X, leaves) + self.epsilon * self.weights[None, :]
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """The ABRF's prediction, [N]."""
+    def predict(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
+        """The ABRF's prediction, [N] (``leaves``: the rows' leaf ids [N, T], if known)."""
         X = _rows(X, self.ensemble.n_features)
-        leaves = evaluate.apply(self.ensemble, X)
+        leaves = evaluate.apply(self.ensemble, X) if leaves is None else leaves
         return np.sum(self.attention(X, leaves) * self.tree_values(X, leaves), axis=1)
 
     def get_params(self) -> dict[str, Any]:
@@ -204,8 +204,9 @@ def select(
     X, y = _rows(X, ens.n_features), _targets(y, X.shape[0])
     if not (isinstance(folds, int) and 2 <= folds <= X.shape[0]):
         raise OptionError(f"--folds must be an integer from 2 to the number of rows ({X.shape[0]}), got {folds}")
+    leaves = evaluate.apply(ens, X)  # (the forest is fixed: every fit below reuses the rows' leaves)
     epsilons = EPSILON_GRID if epsilon == "auto" else (_epsilon(epsilon),)
-    taus = tuple(f * _distance_scale(ens, X) for f in TAU_FACTORS) if tau == "auto" else (_tau(tau),)
+    taus = tuple(f * _distance_scale(ens, X, leaves) for f in TAU_FACTORS) if tau == "auto" else (_tau(tau),)
     held = np.array_split(np.random.default_rng(seed).permutation(X.shape[0]), folds)
     error = (lambda e: float(np.mean(e**2))) if loss == "l2" else (lambda e: float(np.mean(np.abs(e))))
     scores = {}
@@ -214,15 +215,16 @@ def select(
             errors = []
             for out in held:
                 keep = np.setdiff1d(np.arange(X.shape[0]), out)
-                errors.append(y[out] - _fit(ens, X[keep], y[keep], e, t, loss).predict(X[out]))
+                model = _fit(ens, X[keep], y[keep], e, t, loss, leaves[keep])
+                errors.append(y[out] - model.predict(X[out], leaves[out]))
             scores[(e, t)] = error(np.concatenate(errors))
     best = min(scores, key=lambda k: scores[k])
-    forest = error(y - evaluate.margin(ens, X)[:, 0])
+    forest = error(y - evaluate.margin(ens, X, leaves)[:, 0])
     return Selection(best[0], best[1], scores, forest)
 
 
-def _fit(ens: Ensemble, X: np.ndarray, y: np.ndarray, epsilon: float, tau: float, loss: str) -> AttentionForest:
-    leaves = evaluate.apply(ens, X)
+def _fit(ens: Ensemble, X: np.ndarray, y: np.ndarray, epsilon: float, tau: float, loss: str, leaves: np.ndarray | None = None) -> AttentionForest:
+    leaves = evaluate.apply(ens, X) if leaves is None else leaves
     means, counts = leaf_means(ens, X, leaves)
     uniform = np.full(ens.n_trees, 1.0 / ens.n_trees)
     forest = AttentionForest(ens, means, counts, epsilon, tau, uniform, loss)
@@ -234,10 +236,9 @@ def _fit(ens: Ensemble, X: np.ndarray, y: np.ndarray, epsilon: float, tau: float
     return AttentionForest(ens, means, counts, epsilon, tau, solve(epsilon * B, residual), loss)
 
 
-def _distance_scale(ens: Ensemble, X: np.ndarray) -> float:
+def _distance_scale(ens: Ensemble, X: np.ndarray, leaves: np.ndarray) -> float:
     """The median over the rows and trees of ``||x - A_k(x)||^2 / 2`` (the rows' own leaf
     means), or 1 where that is 0."""
-    leaves = evaluate.apply(ens, X)
     means, _ = leaf_means(ens, X, leaves)
     d = np.stack([np.nansum((X - means[k][leaves[:, k]]) ** 2, axis=1) for k in range(ens.n_trees)], axis=1) / 2.0
     scale = float(np.median(d))

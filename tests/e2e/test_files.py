@@ -72,11 +72,15 @@ def test_ctrl_c_at_any_moment_leaves_the_old_file_or_a_complete_new_one(forests,
     proc.send_signal(signal.SIGINT)
     code = proc.wait(timeout=300)
     err = proc.stderr.read().decode()
-    assert code in (0, 130, -signal.SIGINT), err  # (-2: before Python set its handler up)
-    assert "Traceback" not in err
+    # (-2: before Python set its handler up; 1 with Python's own "Fatal Python error: init_...":
+    # the interrupt came while the interpreter itself was starting, before any of tree2mat ran)
+    starting = code == 1 and err.startswith("Fatal Python error: init_")
+    assert code in (0, 130, -signal.SIGINT) or starting, err
+    assert "Traceback" not in err or starting
     if code == 130:
         assert err.strip().endswith("tree2mat: interrupted")
     data = out.read_bytes()
+    assert data == b"old" or not starting
     if data != b"old":  # replaced: then by the whole graph
         assert tree2mat.verify(forests / "big.joblib", out, rows=50).passed
     assert _temporaries(tmp_path) == []
