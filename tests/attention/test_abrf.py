@@ -12,6 +12,7 @@ import pytest
 from sklearn.datasets import make_friedman1
 from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor
 
+import tree2mat
 from tree2mat import attention
 from tree2mat.errors import ModelFileError, OptionError, Tree2MatError, UnsupportedModelError
 
@@ -213,3 +214,10 @@ def test_a_value_given_for_one_of_them_is_kept(forest):
 def test_bad_fold_counts_are_refused(forest, folds):
     with pytest.raises(OptionError, match="--folds"):
         attention.select(forest, X[:200], Y[:200], folds=folds)
+
+
+def test_convert_refuses_an_attention_forest_by_name(forest, tmp_path):
+    path = tmp_path / "forest.abrf.json"
+    attention.fit(forest, X[:200], Y[:200], epsilon=0.5, tau=1.0).save(path)
+    with pytest.raises(UnsupportedModelError, match="an attention-based forest .* its ONNX graph is not written yet"):
+        tree2mat.convert(path)

@@ -212,6 +212,11 @@ def _load_document(path: Path, formats: Sequence[FileFormat], ir: bool) -> Any:
     doc = read_document(path)
     if ir and is_ir_document(doc):
         return ensemble_from_dict(doc, name=str(path))
+    if isinstance(doc, dict) and "tree2mat_attention" in doc:
+        raise UnsupportedModelError(
+            f"{path}: an attention-based forest (tree2mat.attention): its ONNX graph is not written yet; "
+            "load it with tree2mat.attention.load to predict in Python, or convert the forest itself"
+        )
     for fmt in formats:
         assert fmt.document is not None
         model = fmt.document(doc, str(path))
