@@ -507,12 +507,12 @@ def native_model(path: Path, ens: Ensemble) -> Any:
         import xgboost
     except ImportError:
         return None
-    try:
-        document = xgboost_document(path)
-    except ModelFileError:  # not XGBoost's file (an IR naming it its source)
-        return None
-    if any(t.n_outputs > 1 for t in ens.trees) and int(xgboost.__version__.split(".")[0]) >= 3 and _writer_major(document) < 3:
-        return None  # XGBoost 3 crashes (segfault) loading a 2.x file with vector leaves
+    if any(t.n_outputs > 1 for t in ens.trees) and int(xgboost.__version__.split(".")[0]) >= 3:
+        try:  # XGBoost 3 crashes (segfault) loading a 2.x file with vector leaves: read its writer first
+            if _writer_major(xgboost_document(path)) < 3:
+                return None
+        except ModelFileError:  # not XGBoost's file (an IR naming it its source)
+            return None
     try:
         return xgboost.Booster(model_file=str(path))
     except xgboost.core.XGBoostError:  # not XGBoost's file after all (an IR naming it its source)
