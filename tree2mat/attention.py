@@ -167,15 +167,12 @@ def fit(
     attention uses), for a fitted forest ``model`` (an object or a file tree2mat reads).
     ``epsilon`` / ``tau``: a value, or ``"auto"``: the pair of :data:`EPSILON_GRID` and
     :data:`TAU_FACTORS` with the lowest ``folds``-fold cross-validated loss (:func:`select`)."""
-    if loss not in LOSSES:
-        raise OptionError(f"--loss {loss!r}: choose one of {', '.join(LOSSES)}")
-    ens = frontends.load_model(model)[1]
-    _check_forest(ens)
-    X, y = _rows(X, ens.n_features), _targets(y, X.shape[0])
+    ens, X, y = _inputs(model, X, y, loss)
+    leaves = evaluate.apply(ens, X)  # (the forest is fixed: every fit reuses the rows' leaves)
     if epsilon == "auto" or tau == "auto":
-        chosen = select(ens, X, y, epsilon=epsilon, tau=tau, loss=loss, folds=folds, seed=seed)
+        chosen = _select(ens, X, y, leaves, epsilon, tau, loss, folds, seed)
         epsilon, tau = chosen.epsilon, chosen.tau
-    return _fit(ens, X, y, _epsilon(epsilon), _tau(tau), loss)
+    return _fit(ens, X, y, _epsilon(epsilon), _tau(tau), loss, leaves)
 
 
 @dataclass(frozen=True)
@@ -197,14 +194,26 @@ def select(
     pair, the leaf means and ``w`` are fitted on the other folds and the loss measured on the
     held-out one; the pair with the lowest mean wins (ties: the first in grid order). A value
     given for one of them is kept; the forest itself is not refitted."""
+    ens, X, y = _inputs(model, X, y, loss)
+    return _select(ens, X, y, evaluate.apply(ens, X), epsilon, tau, loss, folds, seed)
+
+
+def _inputs(model: Any, X: Any, y: Any, loss: str) -> tuple[Ensemble, np.ndarray, np.ndarray]:
+    """The forest's IR and the rows, checked (and the loss's name)."""
     if loss not in LOSSES:
         raise OptionError(f"--loss {loss!r}: choose one of {', '.join(LOSSES)}")
     ens = frontends.load_model(model)[1]
     _check_forest(ens)
-    X, y = _rows(X, ens.n_features), _targets(y, X.shape[0])
+    X = _rows(X, ens.n_features)
+    return ens, X, _targets(y, X.shape[0])
+
+
+def _select(
+    ens: Ensemble, X: np.ndarray, y: np.ndarray, leaves: np.ndarray, epsilon: float | str, tau: float | str, loss: str,
+    folds: int, seed: int,
+) -> Selection:
     if not (isinstance(folds, int) and 2 <= folds <= X.shape[0]):
         raise OptionError(f"--folds must be an integer from 2 to the number of rows ({X.shape[0]}), got {folds}")
-    leaves = evaluate.apply(ens, X)  # (the forest is fixed: every fit below reuses the rows' leaves)
     epsilons = EPSILON_GRID if epsilon == "auto" else (_epsilon(epsilon),)
     taus = tuple(f * _distance_scale(ens, X, leaves) for f in TAU_FACTORS) if tau == "auto" else (_tau(tau),)
     held = np.array_split(np.random.default_rng(seed).permutation(X.shape[0]), folds)
