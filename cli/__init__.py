@@ -261,6 +261,72 @@ def bench(
         _write_text(json_out, report.to_json() + "\n")
 
 
+#: ``attend --json``'s schema version (fields are only added within a version).
+ATTEND_SCHEMA = 1
+
+
+@app.command()
+def attend(
+    model: Path = typer.Argument(..., metavar="MODEL", help="A fitted scikit-learn RandomForestRegressor or ExtraTreesRegressor (any file convert reads)."),
+    data: Path = typer.Option(..., "--data", help="Rows and targets the attention is fitted on (leaf means, epsilon, tau, w): .npz with arrays X and y; .npy rows with --target y.npy; .csv or .parquet with --target COLUMN."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the attention forest (JSON; replaced only on success); tree2mat convert and verify take it."),
+    target: str | None = typer.Option(None, "--target", help="The targets: a .csv/.parquet column (header name or 0-based number), a .npz array name (default y), or the .npy file of them."),
+    variant: int = typer.Option(1, "--variant", help="ABRF variant: 1 (the contamination model, eq. 14-16; 2 and 3 are not written yet)."),
+    loss: str = typer.Option("l2", "--loss", help="l2 (the quadratic program, eq. 15) or l1 (the linear program, eq. 20-22) for w, and the error epsilon and tau are chosen by."),
+    epsilon: str = typer.Option("auto", "--epsilon", help="Contamination epsilon in [0, 1], or auto: cross-validated over 0, 0.25, 0.5, 0.75, 1."),
+    tau: str = typer.Option("auto", "--tau", help="Softmax temperature tau > 0, or auto: cross-validated over 0.01 to 100 times the rows' median ||x - A||^2 / 2."),
+    folds: int = typer.Option(5, "--folds", help="Cross-validation folds (for auto, and the scores printed)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the folds' shuffle."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object on stdout instead of the table."),
+) -> None:
+    """Fit an attention-based random forest (ABRF) on MODEL's trees: print the forest's and the ABRF's cross-validated R^2 and MAE, write OUT."""
+    from tree2mat import attention
+    from tree2mat.data import load_labelled
+
+    if variant != 1:
+        raise OptionError(f"--variant {variant}: only ABRF-1 (--variant 1) is written yet")
+    if str(output) == "-":
+        raise OptionError("-o -: the attention forest is a file; name it, e.g. forest.abrf.json")
+    _check_output("-o", output)
+    eps, temp = _auto_number("--epsilon", epsilon), _auto_number("--tau", tau)
+    X, y = load_labelled(data, target)
+    start = time.perf_counter()
+    with _libraries_to_stderr():
+        chosen = attention.select(model, X, y, epsilon=eps, tau=temp, loss=loss, folds=folds, seed=seed)
+        forest = attention.fit(model, X, y, epsilon=chosen.epsilon, tau=chosen.tau, loss=loss)
+        seconds = time.perf_counter() - start
+        size = forest.save(output)
+    info: dict[str, Any] = {
+        "schema": ATTEND_SCHEMA, "path": str(output), "bytes": size, "variant": 1, "loss": loss, "rows": int(X.shape[0]),
+        "folds": folds, "seed": seed, "epsilon": forest.epsilon, "tau": forest.tau, "auto": {"epsilon": eps == "auto", "tau": temp == "auto"},
+        "forest": attention.scores(y, chosen.forest_predictions), "attention": attention.scores(y, chosen.held_out),
+        "n_trees": forest.n_trees, "weights_nonzero": int(np.count_nonzero(forest.weights)), "seconds": round(seconds, 3),
+    }
+    if json_out:
+        typer.echo(json.dumps(info, indent=1))
+        return
+    f, a = info["forest"], info["attention"]
+    typer.echo(f"{'':22}{'R^2':>9}{'MAE':>11}")
+    typer.echo(f"{'forest (as fitted)':22}{f['r2']:>9.4f}{f['mae']:>11.4g}")
+    typer.echo(f"{'ABRF-1 (' + str(folds) + '-fold CV)':22}{a['r2']:>9.4f}{a['mae']:>11.4g}")
+    how = lambda auto: "cross-validated" if auto else "given"  # noqa: E731
+    typer.echo(
+        f"epsilon {forest.epsilon:g} ({how(eps == 'auto')}), tau {forest.tau:.4g} ({how(temp == 'auto')}), loss {loss}; "
+        f"{info['weights_nonzero']} of {forest.n_trees} trees weigh in w; fitted in {seconds:.2f} s on {X.shape[0]} rows"
+    )
+    typer.echo(f"wrote {output} ({_human(size)}): tree2mat convert {output} -o OUT.onnx")
+
+
+def _auto_number(flag: str, text: str) -> float | str:
+    """``auto`` or a number, from an option's text."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return float(text)
+    except ValueError:
+        raise OptionError(f"{flag} {text!r}: give a number or auto") from None
+
+
 # ------------------------------------------------------------------------------------- helpers
 
 

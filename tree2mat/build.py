@@ -7,18 +7,22 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
 
 from tree2mat.errors import OptionError
 from tree2mat.forms import AUTO, DEFAULT_OPSET, FORMS, MIN_OPSET, FormSpec, GraphOptions, auto, check_form
+from tree2mat.forms._graph import GraphBuilder
 from tree2mat.ir.core import Ensemble
 from tree2mat.onnx_io import needs_external_data
 
 DTYPES: dict[str, np.dtype] = {"float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
 
 Progress = Callable[[str], None]
+#: An exact form's head in place of the model's (:attr:`GraphOptions.head`).
+Head = Callable[[GraphBuilder, Any], list[onnx.ValueInfoProto]]
 
 
 def quiet(_: str) -> None:
@@ -80,9 +84,10 @@ class ConvertOptions:
         return cls(spec, dtype, opset, raw, leaves, temperature, matmul, budget)
 
 
-def build_graph(ens: Ensemble, options: ConvertOptions, progress: Progress = quiet) -> onnx.ModelProto:
+def build_graph(ens: Ensemble, options: ConvertOptions, progress: Progress = quiet, head: Head | None = None) -> onnx.ModelProto:
     """The checked ONNX graph of ``ens`` under ``options`` (auto resolved here, an explicit form
-    refused when over the memory budget), with tree2mat's metadata (``tree2mat.*``)."""
+    refused when over the memory budget), with tree2mat's metadata (``tree2mat.*``). ``head``:
+    an exact form's head in place of the model's (see :attr:`GraphOptions.head`)."""
     reason = None
     if options.form is None:
         choice = auto.choose(ens, options.max_memory)
@@ -92,7 +97,7 @@ def build_graph(ens: Ensemble, options: ConvertOptions, progress: Progress = qui
         auto.check_budget(spec, ens, options.max_memory)
     opts = GraphOptions(
         dtype=DTYPES[options.dtype or "float32"], opset=DEFAULT_OPSET if options.opset is None else options.opset,
-        raw=options.raw, leaves=options.leaves, temperature=options.temperature, matmul=options.matmul,
+        raw=options.raw, leaves=options.leaves, temperature=options.temperature, matmul=options.matmul, head=head,
     )
     progress(f"building the {spec.name} graph of {ens.n_trees} trees")
     model = spec.build(ens, opts)

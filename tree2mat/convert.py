@@ -7,7 +7,8 @@ from typing import Any
 
 import onnx
 
-from tree2mat import frontends, pipelines
+from tree2mat import attention, frontends, pipelines
+from tree2mat.attention import graph as attention_graph
 from tree2mat.build import ConvertOptions, Progress, build_graph, quiet
 from tree2mat.forms import DEFAULT_FORM
 from tree2mat.frontends.sklearn import is_pipeline
@@ -54,6 +55,9 @@ def convert(
     forms; exact in every case). ``progress(step)`` is called as each step begins (reading the
     model, building the graph, checking it). Every option is checked before the model is read.
 
+    An attention forest (:mod:`tree2mat.attention`, or its file) becomes the forest's graph with
+    the attention after it (:mod:`tree2mat.attention.graph`).
+
     A scikit-learn ``Pipeline`` becomes one graph through skl2onnx (the ``pipelines`` extra):
     its tree step a tree2mat form, the other steps skl2onnx's (see :mod:`tree2mat.pipelines`).
 
@@ -70,6 +74,9 @@ def convert(
     step = progress or quiet
     step("reading the model")
     obj = frontends.load_object(model_or_path)
+    forest = attention.as_forest(obj)
+    if forest is not None:
+        return attention_graph.build(forest, options, step)
     if is_pipeline(obj):
         step(f"converting {pipelines.describe(obj)} through skl2onnx")
         return pipelines.convert_pipeline(obj, options, step)

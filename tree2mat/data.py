@@ -126,6 +126,77 @@ def load_data(path: str | Path) -> np.ndarray:
     return np.concatenate(list(read_chunks(rows, 1 << 16)), axis=0)
 
 
+def load_labelled(path: str | Path, target: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and their targets, whole (``attend --data``): ``.npz``, the arrays ``X`` and ``y``
+    (``target``: another name for ``y``); ``.npy``, the rows, with ``target`` the ``.npy`` file of
+    the targets; ``.csv`` / ``.parquet``, every column but ``target`` (its name in the header, or
+    its 0-based number), which holds the targets."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        rows = open_rows(path)
+        if not isinstance(rows, _NpzRows) or rows.member != "X.npy":
+            raise DataError(f"{path}: a .npz of rows and targets holds the arrays X and {target or 'y'}")
+        return load_data(path), _npz_array(path, target or "y")
+    if suffix == ".npy":
+        if target is None or Path(target).suffix.lower() != ".npy":
+            raise DataError(f"{path}: a .npy file holds the rows; name the .npy file of their targets with --target")
+        return load_data(path), _targets_file(Path(target))
+    if suffix not in (".csv", ".parquet"):
+        raise DataError(f"{path}: unknown data file type {suffix!r}; rows with targets come as .npz, .npy (and --target y.npy), .csv or .parquet")
+    if target is None:
+        raise DataError(f"{path}: name the column of targets with --target (its header name or 0-based number)")
+    table = load_data(path)
+    names = _column_names(path)
+    if target in names:
+        column = names.index(target)
+    elif target.isdigit() and int(target) < table.shape[1]:
+        column = int(target)
+    else:
+        raise DataError(f"{path}: no column {target!r} (columns: {', '.join(names[:10]) if names else f'0 to {table.shape[1] - 1}'})")
+    return np.delete(table, column, axis=1), table[:, column]
+
+
+def _targets_file(path: Path) -> np.ndarray:
+    """A .npy file of one number per row."""
+    try:
+        y = np.load(path, allow_pickle=False)
+    except Exception as exc:  # (numpy raises many types on a broken file)
+        raise DataError(f"{path}: cannot read targets: {type(exc).__name__}: {exc}") from exc
+    return _target_vector(y, str(path))
+
+
+def _npz_array(path: Path, key: str) -> np.ndarray:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if key not in z.files:
+                raise DataError(f"{path}: no array {key!r} of targets (arrays: {', '.join(z.files)})")
+            y = z[key]
+    except DataError:
+        raise
+    except Exception as exc:
+        raise DataError(f"{path}: cannot read targets: {type(exc).__name__}: {exc}") from exc
+    return _target_vector(y, f"{path}: {key}")
+
+
+def _target_vector(y: np.ndarray, what: str) -> np.ndarray:
+    """Targets as float64 [N] from [N] or [N, 1] numbers."""
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1 or y.dtype.kind not in "biuf":
+        raise DataError(f"{what}: targets must be numbers, one per row ([N] or [N, 1]); got shape {y.shape} of {y.dtype}")
+    return y.astype(np.float64)
+
+
+def _column_names(path: Path) -> list[str]:
+    """A .csv's header cells (none without a header) or a .parquet's column names."""
+    if path.suffix.lower() == ".parquet":
+        return [f.name for f in _ParquetRows(path, {}).file.schema_arrow]
+    with path.open("rb") as fh:
+        cells = next(csv.reader([_csv_line(fh, str(path)).decode("utf-8").strip()]))
+    return [c.strip() for c in cells] if _is_header(cells, {}) else []
+
+
 def read_chunks(rows: Rows, n: int) -> Iterator[np.ndarray]:
     """``rows.chunks(n)``, with a file's read errors as :class:`DataError`, and a file with no
     rows refused."""

@@ -216,8 +216,46 @@ def test_bad_fold_counts_are_refused(forest, folds):
         attention.select(forest, X[:200], Y[:200], folds=folds)
 
 
-def test_convert_refuses_an_attention_forest_by_name(forest, tmp_path):
+def test_other_commands_than_convert_and_verify_refuse_an_attention_forest_by_name(forest, tmp_path):
     path = tmp_path / "forest.abrf.json"
     attention.fit(forest, X[:200], Y[:200], epsilon=0.5, tau=1.0).save(path)
-    with pytest.raises(UnsupportedModelError, match="an attention-based forest .* its ONNX graph is not written yet"):
-        tree2mat.convert(path)
+    with pytest.raises(UnsupportedModelError, match="an attention-based forest .*convert and verify take it"):
+        tree2mat.load(path)
+
+
+def test_the_held_out_predictions_are_the_chosen_pair_s(forest):
+    chosen = attention.select(forest, X[:200], Y[:200], epsilon=0.5, folds=3)
+    assert np.mean((Y[:200] - chosen.held_out) ** 2) == pytest.approx(chosen.scores[(chosen.epsilon, chosen.tau)], rel=1e-12)
+    np.testing.assert_allclose(chosen.forest_predictions, forest.predict(X[:200]), rtol=1e-12)
+    ours = attention.scores(Y[:200], chosen.held_out)
+    from sklearn.metrics import mean_absolute_error, r2_score
+
+    assert ours["r2"] == pytest.approx(r2_score(Y[:200], chosen.held_out), rel=1e-12)
+    assert ours["mae"] == pytest.approx(mean_absolute_error(Y[:200], chosen.held_out), rel=1e-12)
+
+
+def test_a_tree_infinitely_far_from_the_row_takes_no_part(forest):
+    """A squared distance beyond float32's largest number (an infinite coordinate, or float32's
+    largest) leaves the tree out of the softmax, as the float32 graph's overflow does; with
+    every tree out, all weigh alike."""
+    abrf = attention.fit(forest, X[:200], Y[:200], epsilon=0.0, tau=1.0)
+    rows = np.repeat(X[200:201], 3, axis=0)
+    rows[0, 0], rows[1, 0] = np.finfo(np.float32).max, -np.inf
+    rows[2, 0] = 1e18  # (1e36 per tree: within float32, and no tree out)
+    D = abrf.softmax_weights(rows)
+    np.testing.assert_allclose(D[:2], 1 / abrf.n_trees, rtol=1e-12)
+    assert np.isfinite(D[2]).all() and abrf.nearest(rows)[2] > 1e35  # (taken part, every tree)
+    np.testing.assert_allclose(abrf.nearest(rows)[:2], 0.0)
+
+
+def test_values_to_choose_from_replace_a_grid(forest):
+    chosen = attention.select(forest, X[:200], Y[:200], epsilon=[0.0, 1 / 3, 1 / 3], tau=[0.5, 2.0], folds=3)
+    assert set(chosen.scores) == {(e, t) for e in (0.0, 1 / 3) for t in (0.5, 2.0)}
+    one = attention.select(forest, X[:200], Y[:200], epsilon=1 / 3, tau=2.0, folds=3)
+    assert one.scores[(1 / 3, 2.0)] == pytest.approx(chosen.scores[(1 / 3, 2.0)], rel=1e-12)
+    fitted = attention.fit(forest, X[:200], Y[:200], epsilon=[0.0, 1 / 3], tau=[0.5, 2.0], folds=3)
+    assert (fitted.epsilon, fitted.tau) == (chosen.epsilon, chosen.tau)
+    with pytest.raises(OptionError, match="--epsilon"):
+        attention.select(forest, X[:200], Y[:200], epsilon=[0.5, 2.0])
+    with pytest.raises(OptionError, match="at least one value"):
+        attention.select(forest, X[:200], Y[:200], tau=[])

@@ -339,3 +339,40 @@ def test_the_docs_runtime_table_is_the_last_matrix_run():
     page = (root / "docs" / "runtimes.md").read_text(encoding="utf-8")
     assert render(page, doc) == page, "run: python benchmarks/runtime_matrix.py --from benchmarks/runtime_matrix.json --readme docs/runtimes.md"
     assert set(doc["versions"]) == set(RUNTIMES) and set(doc["models"]) == set(MODELS) and set(FORMS) == set(EXACT)
+
+
+# ----------------------------------------------------------------------------- attention forests
+
+
+@functools.cache
+def attention_forest():
+    """An ABRF-1 over a random forest fitted on rows with NaN cells (tree2mat.attention)."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    from tree2mat import attention
+
+    X, y = _data(0, True)
+    model = RandomForestRegressor(n_estimators=15, max_depth=6, random_state=0).fit(X[:1000], y[:1000])
+    return attention.fit(model, X[1000:], y[1000:], epsilon=0.5, tau=float(np.median(np.nansum((X - np.nanmean(X, 0)) ** 2, 1))))
+
+
+@pytest.mark.parametrize("runtime", OTHERS)
+@pytest.mark.parametrize("form", EXACT)
+def test_attention_graphs_run_on_every_runtime(form, runtime):
+    """The attention after each exact form's leaves: routing exact, values within the softmax's
+    rounding, on every runtime (tree2mat/attention/graph.py)."""
+    needs(runtime)
+    abrf = attention_forest()
+    report = tree2mat.verify(abrf, tree2mat.convert(abrf, form), runtime=runtime, rows=200)
+    assert report.passed, report.summary()
+    assert report.row_kinds["nan"] > 0 and {o.name for o in report.outputs} == {"variable", "routing"}
+
+
+@pytest.mark.parametrize("form", EXACT)
+def test_attention_graphs_keep_the_contract(form):
+    onx = tree2mat.convert(attention_forest(), form)
+    walks = [n for n in onx.graph.node if n.op_type == "If"]
+    for branch in ("then_branch", "else_branch") if walks else ():
+        _keeps_the_contract(inlined(onx, branch))
+    if not walks:
+        _keeps_the_contract(onx)

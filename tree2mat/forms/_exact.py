@@ -208,6 +208,12 @@ def build(
     internal = _layout.internal_dtype(ens, opts)
 
     def tail(b: GraphBuilder, exit: _layout.Exit) -> tuple[list[onnx.ValueInfoProto], np.dtype]:
+        if opts.head is not None:  # another model's head on the leaves (no leaf values, no margin)
+            outs = opts.head(b, exit)
+            if opts.leaves:
+                _layout.leaves_output(b, exit)
+                outs.append(tensor_info("leaves", np.int64, ["N", ens.n_trees]))
+            return outs, opts.dtype
         m = _layout.leaf_margin(b, ens, st, exit, x, internal)
         return outputs(b, ens, m, opts, exit if opts.leaves else None), np.dtype(m.dtype)
 

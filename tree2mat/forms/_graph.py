@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,10 @@ class GraphOptions:
     temperature: float | None = None
     #: exact matrix forms only: element type of the path-matching MatMul (float32, float16, int8).
     matmul: str = "float32"
+    #: exact forms only: a head in place of the model's, ``head(g, exit)`` from where the rows
+    #: exit (a ``tree2mat.forms._layout.Exit``: its index and layout) to the value infos of the
+    #: outputs it wrote (in every branch of a form that walks two ways); e.g. tree2mat.attention's.
+    head: Callable[[GraphBuilder, Any], list[onnx.ValueInfoProto]] | None = None
 
 
 ONNX_TYPE = {
@@ -166,11 +170,11 @@ class GraphBuilder:
             keepdims=int(keepdims),
         )
 
-    def reduce_max(self, x: str, axes: Sequence[int], keepdims: bool, hint: str) -> str:
-        """ReduceMax (axes an input from opset 18 on, an attribute before)."""
+    def reduce_max(self, x: str, axes: Sequence[int], keepdims: bool, hint: str, op_type: str = "ReduceMax") -> str:
+        """ReduceMax, or ``op_type`` ReduceMin (axes an input from opset 18 on, an attribute before)."""
         if self.opset >= 18:
-            return self.op("ReduceMax", [x, self.const(np.asarray(axes, np.int64), f"{hint}_axes")], hint, keepdims=int(keepdims))
-        return self.op("ReduceMax", [x], hint, axes=list(axes), keepdims=int(keepdims))
+            return self.op(op_type, [x, self.const(np.asarray(axes, np.int64), f"{hint}_axes")], hint, keepdims=int(keepdims))
+        return self.op(op_type, [x], hint, axes=list(axes), keepdims=int(keepdims))
 
     def unsqueeze(self, x: str, axes: Sequence[int], hint: str) -> str:
         return self.op("Unsqueeze", [x, self.const(np.asarray(axes, np.int64), f"{hint}_axes")], hint)

@@ -73,13 +73,13 @@ def check_budget(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_ME
     except UnsupportedModelError:
         alternative = None
     fix = (
-        f"--form {alternative.form} fits (about {_gib(next(e.memory_bytes for e in alternative.estimates if e.form == alternative.form))}; "
+        f"--form {alternative.form} fits (about {gib(next(e.memory_bytes for e in alternative.estimates if e.form == alternative.form))}; "
         "--form auto picks it), or raise --max-memory"
         if alternative is not None else "no exact form fits; raise --max-memory, or train with fewer trees or leaves"
     )
     raise UnsupportedModelError(
-        f"--form {spec.name} needs about {_gib(mine.memory_bytes)} (constants and intermediates for {BUDGET_ROWS} rows), "
-        f"over --max-memory {_gib(max_memory)}: {fix}"
+        f"--form {spec.name} needs about {gib(mine.memory_bytes)} (constants and intermediates for {BUDGET_ROWS} rows), "
+        f"over --max-memory {gib(max_memory)}: {fix}"
     )
 
 
@@ -94,24 +94,27 @@ def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY) -> Choice:
     best = min(fitting, key=lambda e: e.us_per_row)
     others = [e for e in estimates if e is not best]
     parts = [
-        f"{e.form} {e.us_per_row:.3g} us" if e.fits else f"{e.form} over the memory budget ({_gib(e.memory_bytes)})"
+        f"{e.form} {e.us_per_row:.3g} us" if e.fits else f"{e.form} over the memory budget ({gib(e.memory_bytes)})"
         for e in others
     ]
     reason = (
-        f"fastest exact form within {_gib(max_memory)} for {BUDGET_ROWS} rows: estimated {best.us_per_row:.3g} us "
-        f"per row on the CPU, {_gib(best.memory_bytes)} (vs {'; '.join(parts)})"
+        f"fastest exact form within {gib(max_memory)} for {BUDGET_ROWS} rows: estimated {best.us_per_row:.3g} us "
+        f"per row on the CPU, {gib(best.memory_bytes)} (vs {'; '.join(parts)})"
     )
     return Choice(best.form, reason, tuple(estimates))
 
 
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+def gib(n: int) -> str:
+    """A size in bytes for messages: GiB, MiB or KiB."""
+    if n >= 2**30:
+        return f"{n / 2**30:.2f} GiB"
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
 def _budget_error(least: Estimate, max_memory: int) -> Exception:
     return UnsupportedModelError(
-        f"no exact form fits --max-memory {_gib(max_memory)}: the smallest, {least.form}, needs about "
-        f"{_gib(least.memory_bytes)} for {BUDGET_ROWS} rows; raise --max-memory"
+        f"no exact form fits --max-memory {gib(max_memory)}: the smallest, {least.form}, needs about "
+        f"{gib(least.memory_bytes)} for {BUDGET_ROWS} rows; raise --max-memory"
     )
 
 

@@ -91,6 +91,11 @@ def to_ensemble(model: Any) -> Ensemble:
     """The validated IR of a model object (an ``Ensemble`` passes through)."""
     if isinstance(model, Ensemble):
         return model.validate()
+    if isinstance(model, loading.AttentionDocument):
+        raise UnsupportedModelError(
+            f"{model.name}: an attention-based forest (tree2mat attend): convert and verify take it; "
+            "for anything else, use the forest it was fitted on"
+        )
     spec = frontend_for(model)
     try:
         return spec.to_ensemble(model)

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -212,11 +213,8 @@ def _load_document(path: Path, formats: Sequence[FileFormat], ir: bool) -> Any:
     doc = read_document(path)
     if ir and is_ir_document(doc):
         return ensemble_from_dict(doc, name=str(path))
-    if isinstance(doc, dict) and "tree2mat_attention" in doc:
-        raise UnsupportedModelError(
-            f"{path}: an attention-based forest (tree2mat.attention): its ONNX graph is not written yet; "
-            "load it with tree2mat.attention.load to predict in Python, or convert the forest itself"
-        )
+    if isinstance(doc, dict) and ATTENTION_KEY in doc:
+        return AttentionDocument(doc, str(path))
     for fmt in formats:
         assert fmt.document is not None
         model = fmt.document(doc, str(path))
@@ -229,6 +227,19 @@ def _load_document(path: Path, formats: Sequence[FileFormat], ir: bool) -> Any:
         raise ModelFileError(f"{path}: neither a tree2mat IR document nor {what} (no 'tree2mat_ir' or {keys} key)" if what
                              else f"{path}: not a tree2mat IR document (no 'tree2mat_ir' key)")
     raise ModelFileError(f"{path}: not {what} (no {keys} key)" if what else f"{path}: not a model document tree2mat reads")
+
+
+#: The key of an attention forest's document (tree2mat.attention, which reads it).
+ATTENTION_KEY = "tree2mat_attention"
+
+
+@dataclass(frozen=True)
+class AttentionDocument:
+    """An attention-based forest's file, as read (:mod:`tree2mat.attention` makes the model of
+    it: ``convert`` and ``verify`` take it; every other use refuses it by name)."""
+
+    doc: dict
+    name: str
 
 
 #: What a reader may raise on a document (or a fitted object's attributes) of the wrong shape that

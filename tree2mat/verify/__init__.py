@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from tree2mat import pipelines
+from tree2mat import attention, pipelines
+from tree2mat.attention import graph as attention_graph
 from tree2mat.data import ArrayRows, Rows, open_rows, read_chunks
 from tree2mat.errors import DataError, OptionError, VerificationError
 from tree2mat.forms import FORMS
@@ -112,10 +113,12 @@ def verify(
     # (a graph that walks small batches another way: every row both ways, one report line each)
     graphs, walk_note = walks(onx_run, chunk)
     notes = _notes(meta, subject, leaf_ids is not None, walk_note)
-    atol_v = default_atol(subject.ens, meta.get("tree2mat.arithmetic", "float64")) if atol is None else atol
+    atol_v = _default_atol(subject, meta.get("tree2mat.arithmetic", "float64")) if atol is None else atol
+    forest = attention.as_forest(subject.model)
     checks = _Checks(
         subject, [(GraphRunner(m, dev, runtime), dev, walk, per_run) for dev in devices for walk, m, per_run in graphs],
         _raw(onx, meta, subject), leaf_ids, meta.get("tree2mat.leaf_tensor", ""), atol_v, rtol, max_report,
+        forest.nearest if forest is not None and atol is None else None,
     )
     reports: dict[tuple[str, str, str], OutputReport] = {}
     done = 0
@@ -153,6 +156,15 @@ def _rows_source(subject: Subject, data: Any, dtype: np.dtype, rows: int, seed: 
     return source, None
 
 
+def _default_atol(subject: Subject, arithmetic: str) -> float:
+    """The default ``atol`` (see :func:`default_atol`; an attention forest's, see
+    :func:`tree2mat.attention.graph.default_atol`)."""
+    forest = attention.as_forest(subject.model)
+    if forest is not None:
+        return attention_graph.default_atol(forest, arithmetic)
+    return default_atol(subject.ens, arithmetic)
+
+
 def _raw(onx: onnx.ModelProto, meta: dict[str, str], subject: Subject) -> bool:
     """Whether the graph outputs raw scores (``raw=True``), not the model's predictions."""
     names = {o.name for o in onx.graph.output}
@@ -164,6 +176,9 @@ def _chunk_rows(meta: dict[str, str], subject: Subject) -> tuple[int, int]:
     rows per chunk of data (within that and :data:`DATA_CHUNK_BYTES`)."""
     form = FORMS.get(meta.get("tree2mat.form", ""))
     per_row = form.bytes_per_row(subject.ens) if form else 64 * 1024
+    forest = attention.as_forest(subject.model)
+    if forest is not None:
+        per_row += attention_graph.bytes_per_row(forest, np.dtype(np.float64))
     chunk = max(1, min(65536, CHUNK_BYTES // max(per_row, 1)))
     return chunk, max(1, min(chunk, DATA_CHUNK_BYTES // (8 * subject.n_features)))
 
@@ -181,6 +196,11 @@ def _notes(meta: dict[str, str], subject: Subject, routing: bool, walk_note: str
         notes.append(f"a pipeline: {pipelines.describe(subject.pipeline)}'s own predictions compared with the graph's outputs")
     if subject.library is None:
         notes.append("no original library model: compared with tree2mat's reference evaluator")
+    if attention.as_forest(subject.model) is not None:
+        notes.append(
+            "an attention forest: compared with tree2mat.attention's predict (float64); routing exactly, values "
+            "within the rounding of the graph's softmax (by default atol x (1 + the row's distance in units of 2 tau): docs/attention.md)"
+        )
     if not routing:
         notes.append("the graph exposes no tree2mat leaf ids: routing checked through outputs only")
     if walk_note:
@@ -202,6 +222,9 @@ class _Checks:
     atol: float
     rtol: float
     max_report: int
+    #: ``far(X)`` [N]: each row's atol is ``atol x (1 + far(row))`` (an attention forest's default,
+    #: see :func:`tree2mat.attention.graph.default_atol`); None: ``atol`` for every row.
+    far: Callable[[np.ndarray], np.ndarray] | None = None
 
     def chunk(self, X: np.ndarray, names: dict[int, np.ndarray] | None, offset: int) -> Iterator[tuple[str, OutputReport]]:
         """(walk, report) of each output on each run of the rows ``X``, row ``offset`` of the
@@ -217,11 +240,12 @@ class _Checks:
                  X: np.ndarray, offset: int) -> Iterator[OutputReport]:
         """The report of each output of one run: the model's outputs, routing (leaf ids) and a
         ``--leaves`` graph's own leaf output."""
+        atol: Any = self.atol if self.far is None else self.atol * (1.0 + self.far(X))[:, None]
         for name, exp in expected.items():
             if name not in got:
                 yield OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph")
                 continue
-            yield compare(name, dev, got[name], np.asarray(exp), X, self.atol, self.rtol, name == "label", self.max_report, offset)
+            yield compare(name, dev, got[name], np.asarray(exp), X, atol, self.rtol, name == "label", self.max_report, offset)
         if leaves_ref is not None and self.leaf_ids is not None:
             try:
                 got_leaves = self.leaf_ids(got[self.leaf_name])

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tree2mat import frontends, pipelines
+from tree2mat import attention, frontends, pipelines
 from tree2mat.errors import DataError
 from tree2mat.frontends._support import labelled_frame
 from tree2mat.frontends.sklearn import is_pipeline
@@ -33,7 +33,8 @@ class Subject:
     pipeline: Any
     #: The library's own model, whose outputs are the reference: ``model`` itself, or for a
     #: native model file the library's object (:func:`tree2mat.frontends.library_model`); None
-    #: where there is none (tree2mat's IR, the library not installed).
+    #: where there is none (tree2mat's IR, the library not installed). An attention forest
+    #: (:class:`tree2mat.attention.AttentionForest`) is its own reference.
     library: Any
     #: The features of a row as the subject takes it (the pipeline's, else the trees').
     n_features: int
@@ -51,6 +52,9 @@ def load_subject(model_or_path: Any, *, accept_pipeline: bool = True, synthesize
     synthesized, which a pipeline refuses (they sit on its trees' thresholds, not on its inputs)."""
     name = str(model_or_path) if isinstance(model_or_path, (str, Path)) else type(model_or_path).__name__
     model = frontends.load_object(model_or_path)
+    forest = attention.as_forest(model)
+    if forest is not None:  # the model in numpy is the reference
+        return Subject(name, forest, forest.ensemble, None, forest, forest.ensemble.n_features)
     pipeline = model if accept_pipeline and is_pipeline(model) else None
     if pipeline is not None:
         model = pipelines.final_step(pipeline)
@@ -72,6 +76,8 @@ def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool, pipeline: Any
     first (scikit-learn's own transform: the rows its trees see)."""
     if isinstance(model, Ensemble):
         return evaluate.predict(ens, X, raw=raw), X
+    if isinstance(model, attention.AttentionForest):
+        return {"variable": model.predict(X)[:, None]}, X
     # Rows at +-max float32 overflow sklearn's finiteness pre-check (a sum); it then checks
     # element by element and accepts them, so its float warnings say nothing here.
     try:

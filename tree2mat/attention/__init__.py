@@ -15,8 +15,10 @@ Decided where the paper is silent:
 - A missing coordinate (NaN, in the row or in a leaf's mean) adds nothing to the distance: the
   sum runs over the coordinates both hold. The leaf means are means of the values present.
 - A leaf no training row reached has no mean: its tree takes no part in the softmax for the rows
-  that reach that leaf (the others share it); where no tree of a row has a mean, the softmax
-  weighs all trees alike. The contamination part ``epsilon w`` is unaffected.
+  that reach that leaf (the others share it). So does a tree whose squared distance to the row
+  is beyond float32's largest number, :data:`FAR` (a coordinate at +-inf, or some 1e19 from the
+  mean: where float32, which the graph computes in, overflows). Where no tree of a row takes
+  part, the softmax weighs all trees alike. The contamination part ``epsilon w`` is unaffected.
 
 This module is the reference: the model in numpy, fitted with scipy's solvers. Supported:
 scikit-learn's random-forest and extra-trees regressors (forests that average one output).
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,12 +38,15 @@ import numpy as np
 from tree2mat import frontends
 from tree2mat._files import atomic_write
 from tree2mat.errors import DataError, ModelFileError, OptionError, UnsupportedModelError
-from tree2mat.frontends.loading import MALFORMED
+from tree2mat.frontends.loading import ATTENTION_KEY, MALFORMED, AttentionDocument
 from tree2mat.ir import evaluate
 from tree2mat.ir.core import Aggregation, Ensemble, Link, Task
 from tree2mat.ir.io import ensemble_from_dict, ensemble_to_dict
 
 LOSSES = ("l2", "l1")
+#: A squared distance beyond this (float32's largest number) is infinite: the tree takes no part
+#: in the row's softmax.
+FAR = float(np.finfo(np.float32).max)
 #: The saved file's format version (its key ``tree2mat_attention``; docs/attention.md).
 FORMAT_VERSION = 1
 
@@ -78,6 +84,15 @@ class AttentionForest:
         leaves = evaluate.apply(self.ensemble, X) if leaves is None else leaves
         return _softmax_weights(X, leaves, self.leaf_means, self.leaf_counts, self.tau)
 
+    def nearest(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
+        """The softmax's smallest argument per row, ``min_k ||x - A_k(x)||^2 / (2 tau)`` over
+        the trees that take part (0 where none does), [N]: how far the row is from every leaf
+        mean it reaches, in units of ``2 tau`` (a float32 graph's weights round in proportion)."""
+        X = np.asarray(X, np.float64)
+        leaves = evaluate.apply(self.ensemble, X) if leaves is None else leaves
+        d, part = _distances(X, leaves, self.leaf_means, self.leaf_counts)
+        return np.where(part.any(axis=1), np.where(part, d, FAR).min(axis=1), 0.0) / (2.0 * self.tau)
+
     def attention(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
         """alpha: each tree's weight for each row, [N, T]; every row's weights sum to 1."""
         return (1.0 - self.epsilon) * self.softmax_weights(X, leaves) + self.epsilon * self.weights[None, :]
@@ -94,7 +109,7 @@ class AttentionForest:
     def to_dict(self) -> dict[str, Any]:
         """The saved file's document (JSON; a missing mean is null)."""
         return {
-            "tree2mat_attention": FORMAT_VERSION,
+            ATTENTION_KEY: FORMAT_VERSION,
             "variant": 1,
             "loss": self.loss,
             "epsilon": self.epsilon,
@@ -119,15 +134,30 @@ def load(path: str | Path) -> AttentionForest:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ModelFileError(f"{path}: not a readable attention forest file: {exc}") from exc
+    return _checked_document(doc, str(path))
+
+
+def as_forest(obj: Any) -> AttentionForest | None:
+    """``obj`` as an attention forest: itself, or the model of an attention forest's file that
+    tree2mat's loader read (:class:`~tree2mat.frontends.loading.AttentionDocument`); None for
+    anything else."""
+    if isinstance(obj, AttentionForest):
+        return obj
+    if isinstance(obj, AttentionDocument):
+        return _checked_document(obj.doc, obj.name)
+    return None
+
+
+def _checked_document(doc: Any, name: str) -> AttentionForest:
     try:
-        return from_dict(doc, str(path))
+        return from_dict(doc, name)
     except MALFORMED as exc:
-        raise ModelFileError(f"{path}: ill-formed attention forest file: {exc}") from exc
+        raise ModelFileError(f"{name}: ill-formed attention forest file: {exc}") from exc
 
 
 def from_dict(doc: Any, name: str = "attention forest") -> AttentionForest:
     """The model of a document :meth:`AttentionForest.to_dict` wrote, every field checked."""
-    if not isinstance(doc, dict) or doc.get("tree2mat_attention") != FORMAT_VERSION:
+    if not isinstance(doc, dict) or doc.get(ATTENTION_KEY) != FORMAT_VERSION:
         raise ModelFileError(f"{name}: not a tree2mat attention forest of format {FORMAT_VERSION} (key 'tree2mat_attention')")
     if doc.get("variant") != 1 or doc.get("tree_scales") is not None or doc.get("feature_weights") is not None:
         raise UnsupportedModelError(f"{name}: only ABRF-1 (variant 1, no tree scales or feature weights) is supported")
@@ -152,6 +182,8 @@ def from_dict(doc: Any, name: str = "attention forest") -> AttentionForest:
     return AttentionForest(ens, leaf_means, leaf_counts, float(epsilon), float(tau), weights, loss)
 
 
+#: What ``epsilon`` and ``tau`` take: a value, ``"auto"`` (a grid), or values to choose from.
+Choice = float | str | Sequence[float]
 #: ``epsilon="auto"`` tries these (the paper's Fig. 2 grid).
 EPSILON_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
 #: ``tau="auto"`` tries these multiples of the fitting rows' median ``||x - A_k(x)||^2 / 2`` (the
@@ -160,19 +192,25 @@ TAU_FACTORS = (0.01, 0.1, 1.0, 10.0, 100.0)
 
 
 def fit(
-    model: Any, X: np.ndarray, y: np.ndarray, *, epsilon: float | str = "auto", tau: float | str = "auto", loss: str = "l2",
+    model: Any, X: np.ndarray, y: np.ndarray, *, epsilon: Choice = "auto", tau: Choice = "auto", loss: str = "l2",
     folds: int = 5, seed: int = 0,
 ) -> AttentionForest:
     """Fit ABRF-1's tree weights ``w`` on the rows ``X``, ``y`` (the rows whose leaf means the
     attention uses), for a fitted forest ``model`` (an object or a file tree2mat reads).
     ``epsilon`` / ``tau``: a value, or ``"auto"``: the pair of :data:`EPSILON_GRID` and
-    :data:`TAU_FACTORS` with the lowest ``folds``-fold cross-validated loss (:func:`select`)."""
+    :data:`TAU_FACTORS` with the lowest ``folds``-fold cross-validated loss (:func:`select`), or
+    a sequence of values to choose from so."""
     ens, X, y = _inputs(model, X, y, loss)
     leaves = evaluate.apply(ens, X)  # (the forest is fixed: every fit reuses the rows' leaves)
-    if epsilon == "auto" or tau == "auto":
+    if not (_single(epsilon) and _single(tau)):
         chosen = _select(ens, X, y, leaves, epsilon, tau, loss, folds, seed)
         epsilon, tau = chosen.epsilon, chosen.tau
     return _fit(ens, X, y, _epsilon(epsilon), _tau(tau), loss, leaves)
+
+
+def _single(value: Any) -> bool:
+    """A value, not ``"auto"`` or a sequence of values to choose from."""
+    return not (_is_auto(value) or isinstance(value, (list, tuple, np.ndarray)))
 
 
 @dataclass(frozen=True)
@@ -184,16 +222,21 @@ class Selection:
     tau: float
     scores: dict[tuple[float, float], float]
     forest_score: float
+    #: The chosen pair's prediction of each row from the folds that held it out [N].
+    held_out: np.ndarray
+    #: The forest's own prediction of each row [N] (the forest is not refitted).
+    forest_predictions: np.ndarray
 
 
 def select(
-    model: Any, X: np.ndarray, y: np.ndarray, *, epsilon: float | str = "auto", tau: float | str = "auto", loss: str = "l2",
+    model: Any, X: np.ndarray, y: np.ndarray, *, epsilon: Choice = "auto", tau: Choice = "auto", loss: str = "l2",
     folds: int = 5, seed: int = 0,
 ) -> Selection:
     """ε and τ by ``folds``-fold cross-validation over the rows (shuffled by ``seed``): for each
     pair, the leaf means and ``w`` are fitted on the other folds and the loss measured on the
     held-out one; the pair with the lowest mean wins (ties: the first in grid order). A value
-    given for one of them is kept; the forest itself is not refitted."""
+    given for one of them is kept, a sequence of values tried in place of its grid; the forest
+    itself is not refitted."""
     ens, X, y = _inputs(model, X, y, loss)
     return _select(ens, X, y, evaluate.apply(ens, X), epsilon, tau, loss, folds, seed)
 
@@ -209,40 +252,64 @@ def _inputs(model: Any, X: Any, y: Any, loss: str) -> tuple[Ensemble, np.ndarray
 
 
 def _select(
-    ens: Ensemble, X: np.ndarray, y: np.ndarray, leaves: np.ndarray, epsilon: float | str, tau: float | str, loss: str,
+    ens: Ensemble, X: np.ndarray, y: np.ndarray, leaves: np.ndarray, epsilon: Any, tau: Any, loss: str,
     folds: int, seed: int,
 ) -> Selection:
     if not (isinstance(folds, int) and 2 <= folds <= X.shape[0]):
         raise OptionError(f"--folds must be an integer from 2 to the number of rows ({X.shape[0]}), got {folds}")
-    epsilons = EPSILON_GRID if epsilon == "auto" else (_epsilon(epsilon),)
-    taus = tuple(f * _distance_scale(ens, X, leaves) for f in TAU_FACTORS) if tau == "auto" else (_tau(tau),)
+    epsilons = _candidates(epsilon, EPSILON_GRID, _epsilon)
+    taus = tuple(f * _distance_scale(ens, X, leaves) for f in TAU_FACTORS) if _is_auto(tau) else _candidates(tau, (), _tau)
     held = np.array_split(np.random.default_rng(seed).permutation(X.shape[0]), folds)
     error = (lambda e: float(np.mean(e**2))) if loss == "l2" else (lambda e: float(np.mean(np.abs(e))))
-    scores = {}
-    for e in epsilons:
+    predictions = {(e, t): np.empty(X.shape[0]) for e in epsilons for t in taus}
+    for out in held:  # per fold the leaf means and values once, per tau the softmax once, per pair w
+        keep = np.setdiff1d(np.arange(X.shape[0]), out)
+        means, counts = leaf_means(ens, X[keep], leaves[keep])
+        model = AttentionForest(ens, means, counts, 0.0, 1.0, np.full(ens.n_trees, 1.0 / ens.n_trees), loss)
+        B_keep, B_out = model.tree_values(X[keep], leaves[keep]), model.tree_values(X[out], leaves[out])
         for t in taus:
-            errors = []
-            for out in held:
-                keep = np.setdiff1d(np.arange(X.shape[0]), out)
-                model = _fit(ens, X[keep], y[keep], e, t, loss, leaves[keep])
-                errors.append(y[out] - model.predict(X[out], leaves[out]))
-            scores[(e, t)] = error(np.concatenate(errors))
+            D_keep = _softmax_weights(X[keep], leaves[keep], means, counts, t)
+            D_out = _softmax_weights(X[out], leaves[out], means, counts, t)
+            for e in epsilons:
+                w = _weights(e, B_keep, D_keep, y[keep], loss)
+                predictions[(e, t)][out] = np.sum(((1.0 - e) * D_out + e * w[None, :]) * B_out, axis=1)
+    scores = {pair: error(y - pred) for pair, pred in predictions.items()}
     best = min(scores, key=lambda k: scores[k])
-    forest = error(y - evaluate.margin(ens, X, leaves)[:, 0])
-    return Selection(best[0], best[1], scores, forest)
+    forest = evaluate.margin(ens, X, leaves)[:, 0]
+    return Selection(best[0], best[1], scores, error(y - forest), predictions[best], forest)
 
 
 def _fit(ens: Ensemble, X: np.ndarray, y: np.ndarray, epsilon: float, tau: float, loss: str, leaves: np.ndarray | None = None) -> AttentionForest:
     leaves = evaluate.apply(ens, X) if leaves is None else leaves
     means, counts = leaf_means(ens, X, leaves)
-    uniform = np.full(ens.n_trees, 1.0 / ens.n_trees)
-    forest = AttentionForest(ens, means, counts, epsilon, tau, uniform, loss)
-    if epsilon == 0.0:  # w plays no part
-        return forest
+    forest = AttentionForest(ens, means, counts, epsilon, tau, np.full(ens.n_trees, 1.0 / ens.n_trees), loss)
     B = forest.tree_values(X, leaves)
-    residual = y - (1.0 - epsilon) * np.sum(forest.softmax_weights(X, leaves) * B, axis=1)
+    return AttentionForest(ens, means, counts, epsilon, tau, _weights(epsilon, B, forest.softmax_weights(X, leaves), y, loss), loss)
+
+
+def _weights(epsilon: float, B: np.ndarray, D: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
+    """w for the rows' tree values ``B`` and softmax weights ``D`` [N, T] (uniform where
+    ``epsilon`` is 0: w plays no part)."""
+    if epsilon == 0.0:
+        return np.full(B.shape[1], 1.0 / B.shape[1])
+    residual = y - (1.0 - epsilon) * np.sum(D * B, axis=1)
     solve = _least_squares_on_simplex if loss == "l2" else _least_absolute_on_simplex
-    return AttentionForest(ens, means, counts, epsilon, tau, solve(epsilon * B, residual), loss)
+    return solve(epsilon * B, residual)
+
+
+def _is_auto(value: Any) -> bool:
+    return isinstance(value, str) and value == "auto"
+
+
+def _candidates(value: Any, grid: tuple[float, ...], check: Any) -> tuple[float, ...]:
+    """The values to try: the grid for ``"auto"``, each of a sequence, or the one value."""
+    if _is_auto(value):
+        return grid
+    if isinstance(value, (list, tuple, np.ndarray)):
+        if len(value) == 0:
+            raise OptionError("give at least one value to try")
+        return tuple(dict.fromkeys(check(v) for v in value))
+    return (check(value),)
 
 
 def _distance_scale(ens: Ensemble, X: np.ndarray, leaves: np.ndarray) -> float:
@@ -291,6 +358,14 @@ def leaf_means(ens: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) -
             means.append(np.where(seen > 0, sums / np.maximum(seen, 1), np.nan))
         counts.append(np.bincount(leaves[:, k], minlength=L))
     return tuple(means), tuple(counts)
+
+
+def scores(y: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+    """R^2 and the mean absolute error of ``predictions`` of the targets ``y``."""
+    y, predictions = np.asarray(y, np.float64), np.asarray(predictions, np.float64)
+    spread = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(np.sum((y - predictions) ** 2)) / spread if spread > 0 else float("nan")
+    return {"r2": r2, "mae": float(np.mean(np.abs(y - predictions)))}
 
 
 def objective(forest: AttentionForest, X: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> float:
@@ -346,20 +421,26 @@ def _rows(X: Any, n_features: int) -> np.ndarray:
     return X
 
 
-def _softmax_weights(X: np.ndarray, leaves: np.ndarray, means: tuple[np.ndarray, ...], counts: tuple[np.ndarray, ...], tau: float) -> np.ndarray:
+def _distances(X: np.ndarray, leaves: np.ndarray, means: tuple[np.ndarray, ...], counts: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """``||x - A_k(x)||^2`` over the coordinates both hold [N, T], and whether tree k takes part
+    in the row's softmax (its leaf has a mean, the distance is within :data:`FAR`) [N, T]."""
     n, T = leaves.shape
-    logits = np.empty((n, T))
-    reached = np.empty((n, T), bool)
+    d = np.empty((n, T))
+    part = np.empty((n, T), bool)
     for k in range(T):
-        A = means[k][leaves[:, k]]  # [N, F]
-        diff = X - A
-        logits[:, k] = -np.nansum(diff * diff, axis=1) / (2.0 * tau)
-        reached[:, k] = counts[k][leaves[:, k]] > 0
-    logits = np.where(reached, logits, -np.inf)
-    none = ~reached.any(axis=1)
-    logits[none] = 0.0  # no tree of the row has a mean: all alike
-    logits -= logits.max(axis=1, keepdims=True)
-    e = np.exp(logits)
+        diff = X - means[k][leaves[:, k]]  # [N, F]
+        with np.errstate(over="ignore", invalid="ignore"):
+            d[:, k] = np.nansum(diff * diff, axis=1)
+        part[:, k] = (counts[k][leaves[:, k]] > 0) & (d[:, k] <= FAR)
+    return d, part
+
+
+def _softmax_weights(X: np.ndarray, leaves: np.ndarray, means: tuple[np.ndarray, ...], counts: tuple[np.ndarray, ...], tau: float) -> np.ndarray:
+    d, part = _distances(X, leaves, means, counts)
+    nearest = np.where(part, d, FAR).min(axis=1, keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.where(part, np.exp(-(np.where(part, d, nearest) - nearest) / (2.0 * tau)), 0.0)
+    e[~part.any(axis=1)] = 1.0  # no tree of the row takes part: all alike
     return e / e.sum(axis=1, keepdims=True)
 
 

@@ -1,0 +1,203 @@
+"""An attention forest's ONNX graph against independent computations: scikit-learn's own
+predictions at the contamination model's limits, each tree's own predictions weighted by w, and
+``AttentionForest.predict`` (itself tested against scikit-learn in test_abrf.py) on random,
+threshold, NaN and extreme rows, through ``verify`` (the leaf of every tree checked exactly);
+the CLI's ``attend``; and what is refused."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from sklearn.datasets import load_diabetes, make_friedman1
+from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
+
+import tree2mat
+from tree2mat import attention
+from tree2mat.attention import graph as attention_graph
+from tree2mat.cli import main
+from tree2mat.errors import OptionError, UnsupportedModelError
+from tree2mat.verify import synthesize
+
+X, Y = make_friedman1(n_samples=400, n_features=6, noise=1.0, random_state=0)
+HOLES = X.copy()
+HOLES[np.random.default_rng(0).random(X.shape) < 0.1] = np.nan
+EXACT = [name for name, spec in tree2mat.FORMS.items() if spec.exact]
+
+
+@pytest.fixture(scope="module")
+def forest():
+    return RandomForestRegressor(n_estimators=15, max_depth=6, random_state=0).fit(X[:250], Y[:250])
+
+
+@pytest.fixture(scope="module")
+def holes_forest():
+    return RandomForestRegressor(n_estimators=15, max_depth=6, random_state=0).fit(HOLES[:250], Y[:250])
+
+
+def run(onx, rows: np.ndarray) -> dict[str, np.ndarray]:
+    session = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in session.get_outputs()], session.run(None, {"input": rows.astype(np.float32)})))
+
+
+def test_no_contamination_and_a_hot_softmax_is_the_forest(forest):
+    abrf = attention.fit(forest, X[:250], Y[:250], epsilon=0.0, tau=1e12)  # (the forest's own rows: every leaf reached)
+    got = run(tree2mat.convert(abrf), X[250:])["variable"][:, 0]
+    np.testing.assert_allclose(got, forest.predict(X[250:].astype(np.float32)), rtol=1e-5, atol=1e-5)
+
+
+def test_full_contamination_is_the_trees_weighted_by_w(forest):
+    abrf = attention.fit(forest, X[:250], Y[:250], epsilon=1.0)
+    rows = X[250:].astype(np.float32)
+    trees = np.stack([t.predict(rows) for t in forest.estimators_], axis=1)
+    np.testing.assert_allclose(run(tree2mat.convert(abrf), rows)["variable"][:, 0], trees @ abrf.weights, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("epsilon", [0.0, 0.5, 1.0])
+def test_the_graph_is_the_attention_forest_on_every_kind_of_row(holes_forest, form, epsilon):
+    abrf = attention.fit(holes_forest, HOLES[:250], Y[:250], epsilon=epsilon, tau=0.5)
+    onx = tree2mat.convert(abrf, form)
+    assert [o.name for o in onx.graph.output] == ["variable"]
+    report = tree2mat.verify(abrf, onx, rows=300)
+    assert report.passed, report.summary()
+    assert report.row_kinds["nan"] > 0 and report.row_kinds["threshold"] > 0 and report.row_kinds["extreme"] > 0
+    assert {o.name for o in report.outputs} == {"variable", "routing"}
+    data = tree2mat.verify(abrf, onx, HOLES[250:])
+    assert data.passed, data.summary()
+
+
+def test_float64_graphs_and_the_leaves_output(holes_forest):
+    abrf = attention.fit(holes_forest, HOLES[:250], Y[:250], epsilon=0.25, tau=0.5)
+    onx = tree2mat.convert(abrf, "bitvector", dtype="float64", leaves=True)
+    session = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    variable, leaves = session.run(None, {"input": HOLES[250:]})
+    np.testing.assert_array_equal(leaves, attention.evaluate.apply(abrf.ensemble, HOLES[250:]))
+    np.testing.assert_allclose(variable[:, 0], abrf.predict(HOLES[250:]), rtol=1e-12, atol=1e-12)
+    report = tree2mat.verify(abrf, onx, rows=200)
+    assert report.passed and report.atol < 1e-11, report.summary()
+
+
+def test_leaves_no_fitting_row_reached_and_means_missing_a_coordinate():
+    """A leaf whose fitting rows all lack a feature has a mean without that coordinate (the
+    graph's presence table); a leaf no fitting row reached leaves its tree out."""
+    rng = np.random.default_rng(1)
+    Xm = X.copy()
+    Xm[Xm[:, 1] > 0.6, 0] = np.nan  # feature 0 missing wherever feature 1 is large
+    model = ExtraTreesRegressor(n_estimators=10, max_depth=7, random_state=0).fit(Xm[:250], Y[:250])
+    few = rng.choice(250, 60, replace=False)
+    abrf = attention.fit(model, Xm[few], Y[few], epsilon=0.5, tau=0.3)
+    assert attention_graph._has_missing(abrf)
+    assert any((c == 0).any() for c in abrf.leaf_counts)
+    report = tree2mat.verify(abrf, tree2mat.convert(abrf), rows=300)
+    assert report.passed, report.summary()
+    assert tree2mat.verify(abrf, tree2mat.convert(abrf, "sign"), Xm[250:]).passed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("data", ["friedman1", "diabetes", "offset"])
+@pytest.mark.parametrize("factor", [1e-4, 1e-2, 1.0, 100.0])
+def test_verify_s_tolerance_holds_however_sharp_the_softmax(data, factor):
+    """verify's default atol for attention graphs, ``2 (F + 1) eps (1 + z) scale`` per row
+    (tree2mat.attention.graph.default_atol): the float32 graph against the float64 model, tau
+    from 1e-4 to 100 times the distance scale, on features near 0, of a few hundredths (the
+    diabetes data) and around 1000 (an offset); the largest error measured is reported here as a
+    fraction of ``(F + 1) eps (1 + z) scale`` (0.44 when written)."""
+    Xd, yd = {
+        "friedman1": lambda: make_friedman1(n_samples=500, noise=1.0, random_state=0),
+        "diabetes": lambda: load_diabetes(return_X_y=True),
+        "offset": lambda: (make_friedman1(n_samples=500, random_state=1)[0] * 100 + 1000, make_friedman1(n_samples=500, random_state=1)[1]),
+    }[data]()
+    model = ExtraTreesRegressor(n_estimators=40, max_depth=8, random_state=0).fit(Xd[:350], yd[:350])
+    leaves = attention.evaluate.apply(tree2mat.load(model), Xd[:350])
+    tau = factor * attention._distance_scale(tree2mat.load(model), Xd[:350], leaves)
+    abrf = attention.fit(model, Xd[:350], yd[:350], epsilon=0.25, tau=tau)
+    onx = tree2mat.convert(abrf)
+    report = tree2mat.verify(abrf, onx, rows=1000)
+    assert report.passed, report.summary()
+    assert tree2mat.verify(abrf, onx, Xd[350:]).passed
+    rows = np.concatenate([synthesize(abrf.ensemble, 1000)[0], Xd[350:].astype(np.float32)])
+    error = np.abs(run(onx, rows)["variable"][:, 0] - abrf.predict(rows))
+    unit = (Xd.shape[1] + 1) * np.finfo(np.float32).eps * (1 + abrf.nearest(rows)) * (1 + max(np.abs(t.value).max() for t in abrf.ensemble.trees))
+    assert (error / unit).max() < 0.5
+
+
+def test_refused_options_and_models(forest, tmp_path):
+    abrf = attention.fit(forest, X[:250], Y[:250], epsilon=0.5, tau=1.0)
+    with pytest.raises(OptionError, match="needs each tree's leaf: choose an exact form, not soft"):
+        tree2mat.convert(abrf, "soft")
+    with pytest.raises(OptionError, match="--raw does not apply"):
+        tree2mat.convert(abrf, raw=True)
+    with pytest.raises(UnsupportedModelError, match=r"the attention needs about .* over --max-memory .* raise --max-memory"):
+        tree2mat.convert(abrf, max_memory=2**16)
+    need = attention_graph.constant_bytes(abrf) + attention_graph.bytes_per_row(abrf) * 10_000
+    with pytest.raises(UnsupportedModelError, match="less the attention's"):
+        tree2mat.convert(abrf, "sign", max_memory=need + 1000)
+
+
+# ------------------------------------------------------------------------------------- the CLI
+
+
+@pytest.fixture()
+def files(forest, tmp_path):
+    import joblib
+
+    joblib.dump(forest, tmp_path / "forest.joblib")
+    np.savez(tmp_path / "rows.npz", X=X[250:], y=Y[250:])
+    np.save(tmp_path / "X.npy", X[250:])
+    np.save(tmp_path / "y.npy", Y[250:])
+    lines = ["a,b,c,d,e,f,target"] + [",".join(map(repr, [*r, t])) for r, t in zip(X[250:].tolist(), Y[250:].tolist())]
+    (tmp_path / "rows.csv").write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def test_attend_convert_verify(files, capsys):
+    out = files / "forest.abrf.json"
+    assert main(["attend", str(files / "forest.joblib"), "--data", str(files / "rows.npz"), "-o", str(out), "--json", "--folds", "3"]) == 0
+    info = json.loads(capsys.readouterr().out)  # (stdout holds the JSON alone: HiGHS's banner goes to stderr)
+    assert info["schema"] == 1 and info["rows"] == 150 and info["auto"] == {"epsilon": True, "tau": True}
+    abrf = attention.load(out)
+    assert (abrf.epsilon, abrf.tau) == (info["epsilon"], info["tau"])
+    chosen = attention.select(files / "forest.joblib", X[250:], Y[250:], folds=3)
+    assert info["attention"] == pytest.approx(attention.scores(Y[250:], chosen.held_out))
+    assert info["forest"]["r2"] == pytest.approx(1 - np.sum((Y[250:] - attention.evaluate.predict(abrf.ensemble, X[250:])["variable"][:, 0]) ** 2) / np.sum((Y[250:] - Y[250:].mean()) ** 2))
+    onnx_path = files / "forest.abrf.onnx"
+    assert main(["convert", str(out), "-o", str(onnx_path)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(out), str(onnx_path), "--rows", "200"]) == 0
+    assert "PASS" in capsys.readouterr().out
+    assert main(["--safe", "verify", str(out), str(onnx_path), "--data", str(files / "X.npy")]) == 0  # (no pickle read)
+
+
+@pytest.mark.parametrize(("data", "target"), [("X.npy", "y.npy"), ("rows.csv", "target"), ("rows.csv", "6")])
+def test_attend_reads_rows_and_targets(files, capsys, data, target):
+    out = files / "f.json"
+    args = ["attend", str(files / "forest.joblib"), "--data", str(files / data), "--target", str(files / target) if target.endswith(".npy") else target]
+    assert main([*args, "-o", str(out), "--epsilon", "0.5", "--tau", "2", "--folds", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "ABRF-1 (2-fold CV)" in text and "epsilon 0.5 (given), tau 2 (given)" in text
+    expected = attention.fit(files / "forest.joblib", X[250:], Y[250:], epsilon=0.5, tau=2.0)
+    np.testing.assert_allclose(attention.load(out).weights, expected.weights, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--data", "rows.csv"], "name the column of targets with --target"),
+    (["--data", "rows.csv", "--target", "nope"], "no column 'nope'"),
+    (["--data", "X.npy"], "name the .npy file of their targets"),
+    (["--data", "rows.npz", "--target", "z"], "no array 'z'"),
+    (["--data", "rows.npz", "--epsilon", "2"], "--epsilon must be auto or a number in"),
+    (["--data", "rows.npz", "--tau", "x"], "--tau 'x': give a number or auto"),
+    (["--data", "rows.npz", "--variant", "2"], "only ABRF-1"),
+    (["--data", "rows.npz", "--loss", "l3"], "--loss 'l3'"),
+    (["--data", "rows.npz", "--folds", "1"], "--folds"),
+    (["--data", "missing.npz"], "no such file"),
+])
+def test_attend_errors_are_one_line(files, capsys, args, needle):
+    args = [a if not a.endswith((".csv", ".npy", ".npz")) else str(files / a) for a in args]
+    out = files / "f.json"
+    assert main(["attend", str(files / "forest.joblib"), *args, "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
+    assert not out.exists()

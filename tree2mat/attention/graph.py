@@ -1,0 +1,170 @@
+"""An attention forest's ONNX graph: an exact form's graph of the forest (any exact form, auto by
+default) with the attention in place of the forest's head (``GraphOptions.head``), in standard
+operators, trees first as the form's exit index [T, N] comes:
+
+    idx      = exit index + tree offsets                              [T, N]  (one table for all trees)
+    A, B     = Gather(leaf means, idx), Gather(leaf values, idx)      [T, N, F], [T, N]
+    d        = ReduceSum(Where(both present, (x - A)^2, 0), axis 2)   [T, N]
+    part     = reached(idx) and not d > float32 max                   [T, N]
+    softmax  = Exp(-(d - min over part) / (2 tau)) where part, all 1 where no tree takes part; / its sum
+    alpha    = (1 - epsilon) softmax + epsilon w
+    variable = ReduceSum(alpha B, axis 0), transposed                 [N, 1]
+
+as :mod:`tree2mat.attention` defines the model. The tables are laid out as the form's exit index
+is (its trees' order, its positions), as the form's own leaf values are: nothing is reordered.
+Within the graph contract: the input's dtype throughout (float32 by default), no +-inf or NaN
+constant (missing coordinates of the leaf means are a 0/1 table, the input's found once by
+``IsNaN``), ``Gather`` on axis 0 only. The routing is exact (``verify`` checks the leaf ids); the
+weights round in float32 (see :func:`default_atol`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import onnx
+
+from tree2mat.attention import FAR, AttentionForest
+from tree2mat.build import DTYPES, ConvertOptions, Progress, build_graph, quiet, stamp
+from tree2mat.errors import OptionError, UnsupportedModelError
+from tree2mat.forms import auto
+from tree2mat.forms._graph import ONNX_TYPE, GraphBuilder, tensor_info
+from tree2mat.forms._layout import Exit
+
+
+def constant_bytes(forest: AttentionForest, dtype: np.dtype = np.dtype(np.float32)) -> int:
+    """Bytes of the attention's constants, a bound: the leaf means (and their 0/1 presence
+    table, where a mean lacks a coordinate), leaf values and reached flags, per tree at each
+    position of the form's exit (at most 2L: a walk's exit is a node), and the offsets."""
+    T, L, F = forest.n_trees, _max_leaves(forest), forest.ensemble.n_features
+    tables = 2 if _has_missing(forest) else 1
+    return (tables * F + 2) * T * 2 * L * dtype.itemsize + 8 * T
+
+
+def bytes_per_row(forest: AttentionForest, dtype: np.dtype = np.dtype(np.float32)) -> int:
+    """Runtime memory per row of the attention's largest intermediates: the gathered means, the
+    differences and their squares [T, F] (the presence table's too, where there is one), and a
+    dozen [T] vectors."""
+    T, F = forest.n_trees, forest.ensemble.n_features
+    per_cell = 4 if _has_missing(forest) else 3
+    return per_cell * T * F * dtype.itemsize + 12 * T * 8
+
+
+def build(forest: AttentionForest, options: ConvertOptions, progress: Progress = quiet) -> onnx.ModelProto:
+    """The checked ONNX graph of ``forest`` under ``options`` (the forest's form, dtype, opset,
+    ``leaves``, ``max_memory``; its attention is budgeted first, the forest's form within what is
+    left)."""
+    if options.raw:
+        raise OptionError("--raw does not apply to an attention forest: its output is the weighted sum of its trees, no link")
+    if options.form is not None and not options.form.exact:
+        raise OptionError(f"an attention forest needs each tree's leaf: choose an exact form, not {options.form.name}")
+    dtype = DTYPES[options.dtype or "float32"]
+    own = constant_bytes(forest, dtype) + bytes_per_row(forest, dtype) * auto.BUDGET_ROWS
+    if own >= options.max_memory:
+        least = min(auto.estimate(spec, forest.ensemble).memory_bytes for spec in auto.candidates())
+        raise UnsupportedModelError(
+            f"the attention needs about {auto.gib(own)} (leaf means of {forest.n_trees} trees x {_max_leaves(forest)} leaves x "
+            f"{forest.ensemble.n_features} features, and intermediates for {auto.BUDGET_ROWS} rows), over --max-memory "
+            f"{auto.gib(options.max_memory)}; with the forest's smallest exact graph it needs {auto.gib(own + least)}: raise --max-memory"
+        )
+    scale = dtype.type(1.0 / (2.0 * forest.tau))
+    if not (np.isfinite(scale) and scale > 0):
+        raise UnsupportedModelError(f"tau {forest.tau:g}: 1 / (2 tau) is not a positive finite {dtype.name}")
+    try:
+        model = build_graph(forest.ensemble, replace(options, max_memory=options.max_memory - own), progress,
+                            head=lambda g, exit: _head(g, exit, forest, dtype))
+    except UnsupportedModelError as exc:  # (its --max-memory is what the attention left)
+        raise UnsupportedModelError(f"{exc} (--max-memory less the attention's {auto.gib(own)})") from exc
+    for entry in model.metadata_props:
+        if entry.key == "tree2mat.source":
+            entry.value = f"attention forest over {entry.value}"
+    stamp(model, {"tree2mat.attention": "ABRF-1"})
+    model.doc_string = f"tree2mat attention forest (ABRF-1, epsilon {forest.epsilon:g}, tau {forest.tau:g}) over {forest.ensemble.source}"
+    return model
+
+
+def default_atol(forest: AttentionForest, arithmetic: str = "float32") -> float:
+    """``verify``'s default absolute tolerance for an attention graph, per unit of a row's
+    distance: a row whose nearest leaf mean is ``z = d / (2 tau)`` away
+    (:meth:`AttentionForest.nearest`) is held to ``atol x (1 + z)``. Each distance rounds to
+    about ``F eps`` of itself in the graph's ``arithmetic`` (F coordinates summed), so each
+    weight to about ``F eps z``: ``atol = 2 (F + 1) eps (1 + max |leaf value|)``.
+    tests/attention/test_abrf_graph.py measured at most 0.44 of ``(F + 1) eps (1 + z) scale`` on
+    random, threshold, NaN and extreme rows, with tau from 1e-4 to 100 times the distance scale.
+    Routing is checked exactly."""
+    eps = float(np.finfo(np.float32 if arithmetic == "float32" else np.float64).eps)
+    scale = 1.0 + max(float(np.abs(t.value).max()) for t in forest.ensemble.trees)
+    return 2.0 * (forest.ensemble.n_features + 1) * eps * scale
+
+
+# ---------------------------------------------------------------------------------------- inside
+
+def _max_leaves(forest: AttentionForest) -> int:
+    return max(t.n_leaves for t in forest.ensemble.trees)
+
+
+def _has_missing(forest: AttentionForest) -> bool:
+    """Whether a reached leaf's mean lacks a coordinate (the graph then needs a presence table)."""
+    return any(bool(np.isnan(m[c > 0]).any()) for m, c in zip(forest.leaf_means, forest.leaf_counts))
+
+
+def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype) -> list[onnx.ValueInfoProto]:
+    """The attention from where the rows exit to ``variable`` [N, 1] (see the module's
+    docstring). Trees first throughout, as the exit index comes ([T, N], its trees in the form's
+    order, its positions the form's: the tables are laid out so, as the form's leaf values are;
+    no reordering of the index)."""
+    ens, T, L, F = forest.ensemble, forest.n_trees, _max_leaves(forest), forest.ensemble.n_features
+    S = exit.slots.shape[1]
+    dt = dtype.type
+    means = np.zeros((T * L, F), dtype)
+    present = np.zeros((T * L, F), dtype)
+    values = np.zeros((T * L, 1), dtype)
+    reached = np.zeros((T * L, 1), dtype)
+    for k, tree in enumerate(ens.trees):
+        m, rows = forest.leaf_means[k], slice(k * L, k * L + tree.n_leaves)
+        means[rows] = np.nan_to_num(m, nan=0.0)
+        present[rows] = ~np.isnan(m)
+        values[rows, 0] = tree.value[:, 0]
+        reached[rows, 0] = forest.leaf_counts[k] > 0
+    weights = forest.weights[exit.order]
+    zero = g.const(dt(0), "attention_zero")
+
+    def rows_of(table: np.ndarray, hint: str, squeeze: bool = False) -> str:  # [T * L, K] by the exit: [T, N, K]
+        laid = exit.per_slot(table, L).reshape(T * S, -1)
+        return g.op("Gather", [g.const(laid[:, 0] if squeeze else laid, f"{hint}_table"), idx], hint, axis=0)
+
+    offsets = (np.arange(T) * S).astype(exit.index_dtype)[:, None]
+    idx = g.op("Add", [exit.index, g.const(offsets, "attention_offsets")], "attention_index")  # [T, N] into [T * S] tables
+    x_nan = g.op("IsNaN", ["input"], "attention_x_missing")
+    x0 = g.unsqueeze(g.op("Where", [x_nan, zero, "input"], "attention_x"), [0], "attention_x_trees")  # [1, N, F]
+    diff = g.op("Sub", [x0, rows_of(means, "attention_means")], "attention_diff")  # [T, N, F]
+    both = g.unsqueeze(g.op("Not", [x_nan], "attention_x_present"), [0], "attention_x_present_trees")  # [1, N, F]
+    if _has_missing(forest):
+        held = g.op("Cast", [rows_of(present, "attention_mean_present")], "attention_held", to=onnx.TensorProto.BOOL)
+        both = g.op("And", [both, held], "attention_both")
+    squares = g.op("Where", [both, g.op("Mul", [diff, diff], "attention_squares"), zero], "attention_squares_held")
+    d = g.reduce_sum(squares, [2], False, "attention_distance")  # [T, N]; +inf where it overflows
+    far = g.const(dt(FAR), "attention_far")
+    has_mean = g.op("Cast", [rows_of(reached, "attention_reached", squeeze=True)], "attention_has_mean", to=onnx.TensorProto.BOOL)
+    part = g.op("And", [has_mean, g.op("Not", [g.op("Greater", [d, far], "attention_too_far")], "attention_near")], "attention_part")
+    dm = g.op("Where", [part, d, far], "attention_distance_part")
+    nearest = g.reduce_max(dm, [0], True, "attention_nearest", op_type="ReduceMin")  # [1, N]
+    z = g.op("Mul", [g.op("Sub", [dm, nearest], "attention_delta"), g.const(dt(1.0 / (2.0 * forest.tau)), "attention_inv_2tau")], "attention_z")
+    e = g.op("Where", [part, g.op("Exp", [g.op("Neg", [z], "attention_neg_z")], "attention_exp"), zero], "attention_e")
+    count = g.reduce_sum(g.op("Cast", [part], "attention_part_n", to=ONNX_TYPE[dtype]), [0], True, "attention_parts")
+    none = g.op("Less", [count, g.const(dt(0.5), "attention_half")], "attention_none")  # [1, N]: all alike
+    e = g.op("Where", [none, g.const(dt(1), "attention_one"), e], "attention_e_all")
+    soft = g.op("Div", [e, g.reduce_sum(e, [0], True, "attention_e_sum")], "attention_softmax")
+    eps = forest.epsilon
+    if eps == 0.0:
+        alpha = soft
+    elif eps == 1.0:
+        alpha = g.const(weights.astype(dtype)[:, None], "attention_weights")
+    else:
+        alpha = g.op("Add", [g.op("Mul", [soft, g.const(dt(1.0 - eps), "attention_one_minus_eps")], "attention_soft_part"),
+                             g.const((eps * weights).astype(dtype)[:, None], "attention_eps_w")], "attention_alpha")
+    weighted = g.op("Mul", [alpha, rows_of(values, "attention_values", squeeze=True)], "attention_weighted")  # [T, N]
+    total = g.reduce_sum(weighted, [0], True, "attention_total")  # [1, N]
+    g.op("Transpose", [total], out="variable", perm=[1, 0])
+    return [tensor_info("variable", dtype, ["N", 1])]
