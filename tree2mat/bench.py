@@ -38,6 +38,7 @@ import numpy as np
 from tree2mat import frontends, peers
 from tree2mat.convert import convert
 from tree2mat.data import load_data
+from tree2mat.attention import AttentionForest
 from tree2mat.errors import DataError, OptionError, UnsupportedModelError
 from tree2mat.forms import AUTO, FORMS, check_form
 from tree2mat.ir.core import Ensemble, Task
@@ -183,6 +184,10 @@ def bench(
             check_form(form)
     limit = max_memory if max_memory is not None else physical_memory() // 2
     subject = load_subject(model_or_path, accept_pipeline=False)
+    if isinstance(subject.model, AttentionForest):
+        raise UnsupportedModelError(
+            f"{subject.name}: an attention-based forest: bench times tree models; bench the forest it was fitted on"
+        )
     ens, library = subject.ens, subject.library
     if data is None:
         X = bench_rows(ens, rows, seed)

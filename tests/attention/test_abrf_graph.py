@@ -169,6 +169,10 @@ def test_attend_convert_verify(files, capsys):
     assert main(["verify", str(out), str(onnx_path), "--rows", "200"]) == 0
     assert "PASS" in capsys.readouterr().out
     assert main(["--safe", "verify", str(out), str(onnx_path), "--data", str(files / "X.npy")]) == 0  # (no pickle read)
+    capsys.readouterr()
+    for command in (["inspect", str(out)], ["bench", str(out), "--rows", "10", "--batch", "1", "--no-peers"]):
+        assert main(command) == 2
+        assert "an attention-based forest" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("data", "target"), [("X.npy", "y.npy"), ("rows.csv", "target"), ("rows.csv", "6")])
