@@ -267,8 +267,8 @@ ATTEND_SCHEMA = 1
 
 @app.command()
 def attend(
-    model: Path = typer.Argument(..., metavar="MODEL", help="A fitted scikit-learn RandomForestRegressor or ExtraTreesRegressor (any file convert reads)."),
-    data: Path = typer.Option(..., "--data", help="Rows and targets the attention is fitted on (leaf means, epsilon, tau, w): .npz with arrays X and y; .npy rows with --target y.npy; .csv or .parquet with --target COLUMN."),
+    model: Path = typer.Argument(..., metavar="MODEL", help="A fitted scikit-learn RandomForestRegressor/Classifier or ExtraTreesRegressor/Classifier (any file convert reads)."),
+    data: Path = typer.Option(..., "--data", help="Rows and targets (a classifier's: its class labels) the attention is fitted on (leaf means, epsilon, tau, w): .npz with arrays X and y; .npy rows with --target y.npy; .csv or .parquet with --target COLUMN."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the attention forest (JSON; replaced only on success); tree2mat convert and verify take it."),
     target: str | None = typer.Option(None, "--target", help="The targets: a .csv/.parquet column (header name or 0-based number), a .npz array name (default y), or the .npy file of them."),
     variant: int = typer.Option(1, "--variant", help="ABRF variant: 1 (the contamination model, eq. 14-16; 2 and 3 are not written yet)."),
@@ -279,7 +279,7 @@ def attend(
     seed: int = typer.Option(0, "--seed", help="Seed of the folds' shuffle."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object on stdout instead of the table."),
 ) -> None:
-    """Fit an attention-based random forest (ABRF) on MODEL's trees: print the forest's and the ABRF's cross-validated R^2 and MAE, write OUT."""
+    """Fit an attention-based random forest (ABRF) on MODEL's trees: print the forest's and the ABRF's cross-validated R^2 and MAE (classifiers: accuracy and log-loss), write OUT."""
     from tree2mat import attention
     from tree2mat.data import load_labelled
 
@@ -299,16 +299,17 @@ def attend(
     info: dict[str, Any] = {
         "schema": ATTEND_SCHEMA, "path": str(output), "bytes": size, "variant": 1, "loss": loss, "rows": int(X.shape[0]),
         "folds": folds, "seed": seed, "epsilon": forest.epsilon, "tau": forest.tau, "auto": {"epsilon": eps == "auto", "tau": temp == "auto"},
-        "forest": attention.scores(y, chosen.forest_predictions), "attention": attention.scores(y, chosen.held_out),
+        "forest": attention.scores(y, chosen.forest_predictions, forest.classes),
+        "attention": attention.scores(y, chosen.held_out, forest.classes),
         "n_trees": forest.n_trees, "weights_nonzero": int(np.count_nonzero(forest.weights)), "seconds": round(seconds, 3),
     }
     if json_out:
         typer.echo(json.dumps(info, indent=1))
         return
-    f, a = info["forest"], info["attention"]
-    typer.echo(f"{'':22}{'R^2':>9}{'MAE':>11}")
-    typer.echo(f"{'forest (as fitted)':22}{f['r2']:>9.4f}{f['mae']:>11.4g}")
-    typer.echo(f"{'ABRF-1 (' + str(folds) + '-fold CV)':22}{a['r2']:>9.4f}{a['mae']:>11.4g}")
+    first, second = ("accuracy", "log_loss") if forest.is_classifier else ("r2", "mae")
+    typer.echo(f"{'':22}{'accuracy' if forest.is_classifier else 'R^2':>9}{'log-loss' if forest.is_classifier else 'MAE':>11}")
+    for name, got in (("forest (as fitted)", info["forest"]), (f"ABRF-1 ({folds}-fold CV)", info["attention"])):
+        typer.echo(f"{name:22}{got[first]:>9.4f}{got[second]:>11.4g}")
     how = lambda auto: "cross-validated" if auto else "given"  # noqa: E731
     typer.echo(
         f"epsilon {forest.epsilon:g} ({how(eps == 'auto')}), tau {forest.tau:.4g} ({how(temp == 'auto')}), loss {loss}; "

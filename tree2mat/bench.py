@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from tree2mat import frontends, peers
+from tree2mat.attention import AttentionForest
 from tree2mat.convert import convert
 from tree2mat.data import load_data
-from tree2mat.attention import AttentionForest
 from tree2mat.errors import DataError, OptionError, UnsupportedModelError
 from tree2mat.forms import AUTO, FORMS, check_form
 from tree2mat.ir.core import Ensemble, Task

@@ -180,12 +180,12 @@ def _npz_array(path: Path, key: str) -> np.ndarray:
 
 
 def _target_vector(y: np.ndarray, what: str) -> np.ndarray:
-    """Targets as float64 [N] from [N] or [N, 1] numbers."""
+    """Targets [N] from [N] or [N, 1] numbers (as float64) or text labels (kept)."""
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
-    if y.ndim != 1 or y.dtype.kind not in "biuf":
-        raise DataError(f"{what}: targets must be numbers, one per row ([N] or [N, 1]); got shape {y.shape} of {y.dtype}")
-    return y.astype(np.float64)
+    if y.ndim != 1 or y.dtype.kind not in "biufU":
+        raise DataError(f"{what}: targets must be numbers or text labels, one per row ([N] or [N, 1]); got shape {y.shape} of {y.dtype}")
+    return y if y.dtype.kind == "U" else y.astype(np.float64)
 
 
 def _column_names(path: Path) -> list[str]:

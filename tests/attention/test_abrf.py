@@ -14,7 +14,7 @@ from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, Ran
 
 import tree2mat
 from tree2mat import attention
-from tree2mat.errors import ModelFileError, OptionError, Tree2MatError, UnsupportedModelError
+from tree2mat.errors import DataError, ModelFileError, OptionError, Tree2MatError, UnsupportedModelError
 
 X, Y = make_friedman1(n_samples=300, n_features=6, noise=1.0, random_state=0)
 HOLES = X.copy()
@@ -109,13 +109,79 @@ def test_extra_trees_fit_too():
     "model",
     [
         GradientBoostingRegressor(n_estimators=3).fit(X, Y),
-        RandomForestClassifier(n_estimators=3, random_state=0).fit(X, Y > Y.mean()),
+        RandomForestRegressor(n_estimators=3, random_state=0).fit(X, np.stack([Y, -Y], axis=1)),
+        RandomForestClassifier(n_estimators=3, random_state=0).fit(X, np.stack([Y > Y.mean(), Y > 10], axis=1)),
     ],
-    ids=["boosting", "classifier"],
+    ids=["boosting", "two outputs", "two targets"],
 )
-def test_models_that_are_not_averaging_regression_forests_are_refused(model):
-    with pytest.raises(UnsupportedModelError, match="averages one output"):
+def test_models_that_are_not_averaging_forests_of_one_target_are_refused(model):
+    with pytest.raises(UnsupportedModelError, match="averages one output or one target's class probabilities"):
         attention.fit(model, X, Y)
+
+
+# ------------------------------------------------------------------------------------ classifiers
+
+LABELS = np.array(["low", "mid", "high"])[np.digitize(Y, np.quantile(Y, [1 / 3, 2 / 3]))]
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    return RandomForestClassifier(n_estimators=12, max_depth=5, random_state=0).fit(X[:200], LABELS[:200])
+
+
+def test_a_classifier_s_limits_are_the_forest_and_its_trees_weighted_by_w(classifier):
+    hot = attention.fit(classifier, X[:200], LABELS[:200], epsilon=0.0, tau=1e30)
+    proba = classifier.predict_proba(X[200:])
+    np.testing.assert_allclose(hot.predict_proba(X[200:]), proba, rtol=1e-9, atol=1e-12)
+    top = np.sort(proba, axis=1)
+    clear = top[:, -1] - top[:, -2] > 1e-9  # (a tie is decided by the sums' rounding)
+    assert clear.mean() > 0.8
+    np.testing.assert_array_equal(hot.predict(X[200:])[clear], classifier.predict(X[200:])[clear])
+    full = attention.fit(classifier, X[:200], LABELS[:200], epsilon=1.0)
+    trees = np.stack([t.predict_proba(X[200:]) for t in classifier.estimators_], axis=1)  # [N, T, C]
+    np.testing.assert_allclose(full.predict_proba(X[200:]), np.einsum("t,ntc->nc", full.weights, trees), rtol=1e-9, atol=1e-12)
+    assert full.classes.tolist() == classifier.classes_.tolist() and full.predict(X[:3]).dtype.kind == "U"
+
+
+@pytest.mark.parametrize("loss", attention.LOSSES)
+def test_a_classifier_s_weights_solve_the_one_hot_program(classifier, loss):
+    """eq. (30): the squared (or absolute) distance of the one-hot labels from the weighted
+    class probabilities, summed over rows and classes, computed here from the trees' own
+    predict_proba; the solved w beats uniform and random points of the simplex."""
+    abrf = attention.fit(classifier, X[:200], LABELS[:200], epsilon=0.5, tau=1.0, loss=loss)
+    hot = (LABELS[:200, None] == classifier.classes_[None, :]).astype(float)
+    trees = np.stack([t.predict_proba(X[:200]) for t in classifier.estimators_], axis=1)
+    D = abrf.softmax_weights(X[:200])
+
+    def loss_of(w):
+        error = hot - np.einsum("nt,ntc->nc", 0.5 * D + 0.5 * w[None, :], trees)
+        return np.sum(error**2) if loss == "l2" else np.sum(np.abs(error))
+
+    best = loss_of(abrf.weights)
+    assert best == pytest.approx(attention.objective(abrf, X[:200], LABELS[:200]), rel=1e-9)
+    assert best < loss_of(np.full(abrf.n_trees, 1 / abrf.n_trees))
+    for other in np.random.default_rng(1).dirichlet(np.ones(abrf.n_trees), size=100):
+        assert best <= loss_of(other) * (1 + 1e-9)
+
+
+def test_a_classifier_s_selection_scores_one_hot_errors_and_its_scores_are_scikit_learn_s(classifier):
+    from sklearn.metrics import accuracy_score, log_loss
+
+    chosen = attention.select(classifier, X[:200], LABELS[:200], epsilon=0.5, folds=3)
+    hot = (LABELS[:200, None] == classifier.classes_[None, :]).astype(float)
+    assert chosen.held_out.shape == (200, 3)
+    assert chosen.scores[(chosen.epsilon, chosen.tau)] == pytest.approx(np.mean(np.sum((hot - chosen.held_out) ** 2, axis=1)), rel=1e-12)
+    np.testing.assert_allclose(chosen.forest_predictions, classifier.predict_proba(X[:200]), rtol=1e-12)
+    ours = attention.scores(LABELS[:200], chosen.held_out, classifier.classes_)
+    assert ours["accuracy"] == pytest.approx(accuracy_score(LABELS[:200], classifier.classes_[np.argmax(chosen.held_out, axis=1)]))
+    assert ours["log_loss"] == pytest.approx(log_loss(LABELS[:200], chosen.held_out, labels=classifier.classes_), rel=1e-9)
+
+
+def test_a_classifier_refuses_labels_it_does_not_know_and_a_regressor_has_no_probabilities(classifier, forest):
+    with pytest.raises(DataError, match="'other', which is none of the forest's classes"):
+        attention.fit(classifier, X[:3], np.array(["low", "other", "mid"]), epsilon=0.5, tau=1.0)
+    with pytest.raises(UnsupportedModelError, match="no class probabilities"):
+        attention.fit(forest, X[:200], Y[:200], epsilon=0.5, tau=1.0).predict_proba(X[:2])
 
 
 @pytest.mark.parametrize(

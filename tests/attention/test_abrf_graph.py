@@ -205,3 +205,44 @@ def test_attend_errors_are_one_line(files, capsys, args, needle):
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------ classifiers
+
+LABELS = np.array(["low", "mid", "high"])[np.digitize(Y, np.quantile(Y, [1 / 3, 2 / 3]))]
+
+
+@pytest.mark.parametrize("form", EXACT)
+def test_a_classifier_s_graph_gives_its_labels_and_probabilities(form):
+    from sklearn.ensemble import RandomForestClassifier
+
+    model = RandomForestClassifier(n_estimators=12, max_depth=6, random_state=0).fit(HOLES[:250], LABELS[:250])
+    abrf = attention.fit(model, HOLES[:250], LABELS[:250], epsilon=0.5, tau=0.5)
+    onx = tree2mat.convert(abrf, form)
+    assert [o.name for o in onx.graph.output] == ["label", "probabilities"]
+    report = tree2mat.verify(abrf, onx, rows=300)
+    assert report.passed, report.summary()
+    assert {o.name for o in report.outputs} == {"label", "probabilities", "routing"}
+    assert tree2mat.verify(abrf, onx, HOLES[250:]).passed
+    out = run(onx, HOLES[250:])
+    np.testing.assert_array_equal(out["label"], abrf.predict(HOLES[250:].astype(np.float32)))
+
+
+def test_attend_a_classifier_with_text_labels(tmp_path, capsys):
+    import joblib
+    from sklearn.ensemble import ExtraTreesClassifier
+    from sklearn.metrics import accuracy_score
+
+    model = ExtraTreesClassifier(n_estimators=10, max_depth=5, random_state=0).fit(X[:250], LABELS[:250])
+    joblib.dump(model, tmp_path / "model.joblib")
+    np.savez(tmp_path / "rows.npz", X=X[250:], y=LABELS[250:])
+    out = tmp_path / "model.abrf.json"
+    assert main(["attend", str(tmp_path / "model.joblib"), "--data", str(tmp_path / "rows.npz"), "-o", str(out), "--folds", "3", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["forest"]["accuracy"] == pytest.approx(accuracy_score(LABELS[250:], model.predict(X[250:])))
+    assert set(info["attention"]) == {"accuracy", "log_loss"}
+    assert main(["attend", str(tmp_path / "model.joblib"), "--data", str(tmp_path / "rows.npz"), "-o", str(out), "--folds", "3"]) == 0
+    assert "accuracy   log-loss" in capsys.readouterr().out
+    onnx_path = tmp_path / "model.abrf.onnx"
+    assert main(["convert", str(out), "-o", str(onnx_path)]) == 0
+    assert main(["verify", str(out), str(onnx_path), "--rows", "200"]) == 0

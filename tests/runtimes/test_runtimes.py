@@ -345,32 +345,37 @@ def test_the_docs_runtime_table_is_the_last_matrix_run():
 
 
 @functools.cache
-def attention_forest():
-    """An ABRF-1 over a random forest fitted on rows with NaN cells (tree2mat.attention)."""
-    from sklearn.ensemble import RandomForestRegressor
+def attention_forest(kind: str = "regressor"):
+    """An ABRF-1 over a random forest (a regressor, or a 3-class classifier) fitted on rows with
+    NaN cells (tree2mat.attention)."""
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     from tree2mat import attention
 
-    X, y = _data(0, True)
-    model = RandomForestRegressor(n_estimators=15, max_depth=6, random_state=0).fit(X[:1000], y[:1000])
+    X, y = _data(3 if kind == "classifier" else 0, True)
+    forest = RandomForestClassifier if kind == "classifier" else RandomForestRegressor
+    model = forest(n_estimators=15, max_depth=6, random_state=0).fit(X[:1000], y[:1000])
     return attention.fit(model, X[1000:], y[1000:], epsilon=0.5, tau=float(np.median(np.nansum((X - np.nanmean(X, 0)) ** 2, 1))))
 
 
 @pytest.mark.parametrize("runtime", OTHERS)
 @pytest.mark.parametrize("form", EXACT)
-def test_attention_graphs_run_on_every_runtime(form, runtime):
+@pytest.mark.parametrize("kind", ["regressor", "classifier"])
+def test_attention_graphs_run_on_every_runtime(kind, form, runtime):
     """The attention after each exact form's leaves: routing exact, values within the softmax's
-    rounding, on every runtime (tree2mat/attention/graph.py)."""
+    rounding, labels identical, on every runtime (tree2mat/attention/graph.py)."""
     needs(runtime)
-    abrf = attention_forest()
+    abrf = attention_forest(kind)
     report = tree2mat.verify(abrf, tree2mat.convert(abrf, form), runtime=runtime, rows=200)
     assert report.passed, report.summary()
-    assert report.row_kinds["nan"] > 0 and {o.name for o in report.outputs} == {"variable", "routing"}
+    outputs = {"label", "probabilities"} if kind == "classifier" else {"variable"}
+    assert report.row_kinds["nan"] > 0 and {o.name for o in report.outputs} == outputs | {"routing"}
 
 
 @pytest.mark.parametrize("form", EXACT)
-def test_attention_graphs_keep_the_contract(form):
-    onx = tree2mat.convert(attention_forest(), form)
+@pytest.mark.parametrize("kind", ["regressor", "classifier"])
+def test_attention_graphs_keep_the_contract(kind, form):
+    onx = tree2mat.convert(attention_forest(kind), form)
     walks = [n for n in onx.graph.node if n.op_type == "If"]
     for branch in ("then_branch", "else_branch") if walks else ():
         _keeps_the_contract(inlined(onx, branch))

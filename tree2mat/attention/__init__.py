@@ -1,5 +1,5 @@
 """Attention-based random forests (ABRF-1: Utkin & Konstantinov, "Attention-based Random Forest
-and Contamination Model", sections 3-4): a forest whose trees are weighted per row.
+and Contamination Model", sections 3-5): a forest whose trees are weighted per row.
 
 For tree k a row x falls into one leaf. ``A_k(x)`` is the mean of the training rows (the rows
 given to :func:`fit`) that fall into that leaf (eq. 5), ``B_k(x)`` the leaf's value, the tree's
@@ -9,7 +9,8 @@ own prediction (eq. 6). The prediction is ``sum_k alpha_k(x) B_k(x)`` with (eq. 
 
 ``w`` on the unit simplex, fitted to the training rows by the quadratic program (15) (L2 loss)
 or the linear program (20)-(22) (L1 loss). The paper prints the softmax's argument without the
-minus sign; its text (nearer leaves weigh more) needs it, and so it is here.
+minus sign; its text (nearer leaves weigh more) needs it, and so it is here. A classifier's
+``B_k(x)`` is the leaf's class-probability vector and its targets one-hot (section 5, eq. 30).
 
 Decided where the paper is silent:
 - A missing coordinate (NaN, in the row or in a leaf's mean) adds nothing to the distance: the
@@ -20,8 +21,9 @@ Decided where the paper is silent:
   mean: where float32, which the graph computes in, overflows). Where no tree of a row takes
   part, the softmax weighs all trees alike. The contamination part ``epsilon w`` is unaffected.
 
-This module is the reference: the model in numpy, fitted with scipy's solvers. Supported:
-scikit-learn's random-forest and extra-trees regressors (forests that average one output).
+This module is the reference: the model in numpy, fitted with HiGHS. Supported: scikit-learn's
+random-forest and extra-trees regressors and classifiers (forests that average one output or one
+target's class probabilities). Its ONNX graph: :mod:`tree2mat.attention.graph`.
 """
 
 from __future__ import annotations
@@ -72,10 +74,20 @@ class AttentionForest:
     def n_trees(self) -> int:
         return self.ensemble.n_trees
 
+    @property
+    def is_classifier(self) -> bool:
+        return self.ensemble.task is Task.CLASSIFICATION
+
+    @property
+    def classes(self) -> np.ndarray | None:
+        """A classifier's class labels [C] (None for a regressor)."""
+        return self.ensemble.classes[0] if self.is_classifier else None
+
     def tree_values(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
-        """B: each tree's prediction for each row, [N, T]."""
+        """B: each tree's prediction for each row, [N, T, K] (K = 1 for a regressor; a
+        classifier's K class probabilities)."""
         leaves = evaluate.apply(self.ensemble, X) if leaves is None else leaves
-        return np.stack([t.value[leaves[:, k], 0] for k, t in enumerate(self.ensemble.trees)], axis=1)
+        return np.stack([t.value[leaves[:, k]] for k, t in enumerate(self.ensemble.trees)], axis=1)
 
     def softmax_weights(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
         """D: the softmax over trees of ``-||x - A_k(x)||^2 / (2 tau)``, [N, T] (see the module
@@ -97,11 +109,25 @@ class AttentionForest:
         """alpha: each tree's weight for each row, [N, T]; every row's weights sum to 1."""
         return (1.0 - self.epsilon) * self.softmax_weights(X, leaves) + self.epsilon * self.weights[None, :]
 
-    def predict(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
-        """The ABRF's prediction, [N] (``leaves``: the rows' leaf ids [N, T], if known)."""
+    def outputs(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
+        """``sum_k alpha_k(x) B_k(x)``, [N, K] (``leaves``: the rows' leaf ids [N, T], if known)."""
         X = _rows(X, self.ensemble.n_features)
         leaves = evaluate.apply(self.ensemble, X) if leaves is None else leaves
-        return np.sum(self.attention(X, leaves) * self.tree_values(X, leaves), axis=1)
+        return np.einsum("nt,ntk->nk", self.attention(X, leaves), self.tree_values(X, leaves))
+
+    def predict(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
+        """The ABRF's prediction, [N]: a regressor's value; a classifier's label (the class of
+        the largest probability, the first of equal ones, as scikit-learn's ``argmax``)."""
+        out = self.outputs(X, leaves)
+        if self.is_classifier:
+            return self.ensemble.classes[0][np.argmax(out, axis=1)]
+        return out[:, 0]
+
+    def predict_proba(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
+        """A classifier's class probabilities, [N, C]."""
+        if not self.is_classifier:
+            raise UnsupportedModelError("predict_proba: an attention forest over a regressor has no class probabilities")
+        return self.outputs(X, leaves)
 
     def get_params(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "tau": self.tau, "loss": self.loss}
@@ -248,7 +274,7 @@ def _inputs(model: Any, X: Any, y: Any, loss: str) -> tuple[Ensemble, np.ndarray
     ens = frontends.load_model(model)[1]
     _check_forest(ens)
     X = _rows(X, ens.n_features)
-    return ens, X, _targets(y, X.shape[0])
+    return ens, X, _targets(y, X.shape[0], ens)
 
 
 def _select(
@@ -260,8 +286,8 @@ def _select(
     epsilons = _candidates(epsilon, EPSILON_GRID, _epsilon)
     taus = tuple(f * _distance_scale(ens, X, leaves) for f in TAU_FACTORS) if _is_auto(tau) else _candidates(tau, (), _tau)
     held = np.array_split(np.random.default_rng(seed).permutation(X.shape[0]), folds)
-    error = (lambda e: float(np.mean(e**2))) if loss == "l2" else (lambda e: float(np.mean(np.abs(e))))
-    predictions = {(e, t): np.empty(X.shape[0]) for e in epsilons for t in taus}
+    error = (lambda e: float(np.mean(np.sum(e**2, axis=1)))) if loss == "l2" else (lambda e: float(np.mean(np.sum(np.abs(e), axis=1))))
+    predictions = {(e, t): np.empty(y.shape) for e in epsilons for t in taus}
     for out in held:  # per fold the leaf means and values once, per tau the softmax once, per pair w
         keep = np.setdiff1d(np.arange(X.shape[0]), out)
         means, counts = leaf_means(ens, X[keep], leaves[keep])
@@ -272,11 +298,12 @@ def _select(
             D_out = _softmax_weights(X[out], leaves[out], means, counts, t)
             for e in epsilons:
                 w = _weights(e, B_keep, D_keep, y[keep], loss)
-                predictions[(e, t)][out] = np.sum(((1.0 - e) * D_out + e * w[None, :]) * B_out, axis=1)
+                predictions[(e, t)][out] = np.einsum("nt,ntk->nk", (1.0 - e) * D_out + e * w[None, :], B_out)
     scores = {pair: error(y - pred) for pair, pred in predictions.items()}
     best = min(scores, key=lambda k: scores[k])
-    forest = evaluate.margin(ens, X, leaves)[:, 0]
-    return Selection(best[0], best[1], scores, error(y - forest), predictions[best], forest)
+    forest = evaluate.margin(ens, X, leaves)
+    flat = (lambda a: a) if ens.task is Task.CLASSIFICATION else (lambda a: a[:, 0])
+    return Selection(best[0], best[1], scores, error(y - forest), flat(predictions[best]), flat(forest))
 
 
 def _fit(ens: Ensemble, X: np.ndarray, y: np.ndarray, epsilon: float, tau: float, loss: str, leaves: np.ndarray | None = None) -> AttentionForest:
@@ -288,13 +315,14 @@ def _fit(ens: Ensemble, X: np.ndarray, y: np.ndarray, epsilon: float, tau: float
 
 
 def _weights(epsilon: float, B: np.ndarray, D: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
-    """w for the rows' tree values ``B`` and softmax weights ``D`` [N, T] (uniform where
-    ``epsilon`` is 0: w plays no part)."""
+    """w for the rows' tree values ``B`` [N, T, K], softmax weights ``D`` [N, T] and targets
+    ``y`` [N, K] (uniform where ``epsilon`` is 0: w plays no part). A classifier's K class
+    probabilities are K rows of the program each (the paper's eq. 30: one-hot targets)."""
     if epsilon == 0.0:
         return np.full(B.shape[1], 1.0 / B.shape[1])
-    residual = y - (1.0 - epsilon) * np.sum(D * B, axis=1)
+    residual = y - (1.0 - epsilon) * np.einsum("nt,ntk->nk", D, B)
     solve = _least_squares_on_simplex if loss == "l2" else _least_absolute_on_simplex
-    return solve(epsilon * B, residual)
+    return solve(epsilon * B.transpose(0, 2, 1).reshape(-1, B.shape[1]), residual.reshape(-1))
 
 
 def _is_auto(value: Any) -> bool:
@@ -333,11 +361,22 @@ def _tau(value: Any) -> float:
     return float(value)
 
 
-def _targets(y: Any, n: int) -> np.ndarray:
-    y = np.asarray(y, np.float64).reshape(-1)
-    if y.shape[0] != n or not np.isfinite(y).all():
-        raise DataError(f"y has {y.shape[0]} values for {n} rows, or values that are not finite numbers")
-    return y
+def _targets(y: Any, n: int, ens: Ensemble) -> np.ndarray:
+    """The targets as the fit takes them, [N, K]: a regressor's values; a classifier's labels as
+    one-hot rows of its classes."""
+    y = np.asarray(y).reshape(-1)
+    if y.shape[0] != n:
+        raise DataError(f"y has {y.shape[0]} values for {n} rows")
+    if ens.task is Task.CLASSIFICATION:
+        classes = ens.classes[0]
+        hot = np.stack([y == c for c in classes], axis=1) if y.dtype.kind in "biufUS" else np.zeros((n, len(classes)), bool)
+        unknown = ~hot.any(axis=1)
+        if unknown.any():
+            raise DataError(f"y holds {str(y[np.flatnonzero(unknown)[0]])!r:.40}, which is none of the forest's classes ({', '.join(map(str, classes[:10]))})")
+        return hot.astype(np.float64)
+    if y.dtype.kind not in "biuf" or not np.isfinite(y.astype(np.float64)).all():
+        raise DataError("y must hold finite numbers (the forest is a regressor)")
+    return y.astype(np.float64)[:, None]
 
 
 def leaf_means(ens: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
@@ -360,8 +399,16 @@ def leaf_means(ens: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) -
     return tuple(means), tuple(counts)
 
 
-def scores(y: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
-    """R^2 and the mean absolute error of ``predictions`` of the targets ``y``."""
+def scores(y: np.ndarray, predictions: np.ndarray, classes: np.ndarray | None = None) -> dict[str, float]:
+    """R^2 and the mean absolute error of a regressor's ``predictions`` of the targets ``y``;
+    with ``classes``, the accuracy and log-loss of a classifier's probabilities [N, C] of the
+    labels ``y`` (probabilities clipped to float64's epsilon, as scikit-learn's ``log_loss``)."""
+    if classes is not None:
+        proba = np.asarray(predictions, np.float64)
+        truth = np.argmax(np.stack([np.asarray(y) == c for c in classes], axis=1), axis=1)
+        eps = float(np.finfo(np.float64).eps)
+        chosen = np.clip(proba[np.arange(len(truth)), truth], eps, 1.0)
+        return {"accuracy": float(np.mean(np.argmax(proba, axis=1) == truth)), "log_loss": float(-np.mean(np.log(chosen)))}
     y, predictions = np.asarray(y, np.float64), np.asarray(predictions, np.float64)
     spread = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - float(np.sum((y - predictions) ** 2)) / spread if spread > 0 else float("nan")
@@ -370,11 +417,12 @@ def scores(y: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
 
 def objective(forest: AttentionForest, X: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> float:
     """The training objective of ``forest`` (or of it with other tree weights ``w``): the sum of
-    squared errors (L2, eq. 15) or of absolute errors (L1, eq. 18)."""
+    squared errors (L2, eq. 15; a classifier's over its one-hot targets, eq. 30) or of absolute
+    errors (L1, eq. 18)."""
     model = forest if weights is None else AttentionForest(
         forest.ensemble, forest.leaf_means, forest.leaf_counts, forest.epsilon, forest.tau, np.asarray(weights, np.float64), forest.loss,
     )
-    error = np.asarray(y, np.float64) - model.predict(X)
+    error = _targets(y, np.asarray(y).shape[0], forest.ensemble) - model.outputs(X)
     return float(np.sum(error**2) if forest.loss == "l2" else np.sum(np.abs(error)))
 
 
@@ -405,10 +453,14 @@ def _counts(value: Any, what: str, n: int) -> np.ndarray:
 
 
 def _check_forest(ens: Ensemble) -> None:
-    if not (ens.task is Task.REGRESSION and ens.aggregation is Aggregation.MEAN and ens.link is Link.IDENTITY and ens.n_outputs == 1):
+    averaged = ens.aggregation is Aggregation.MEAN and ens.link is Link.IDENTITY
+    regressor = ens.task is Task.REGRESSION and ens.n_outputs == 1
+    classifier = ens.task is Task.CLASSIFICATION and len(ens.classes) == 1 and ens.n_outputs == len(ens.classes[0])
+    if not (averaged and (regressor or classifier)):
         raise UnsupportedModelError(
-            f"{ens.source}: attention weighs the trees of a forest that averages one output (scikit-learn's "
-            "RandomForestRegressor, ExtraTreesRegressor); boosted models add trees, which is not this model"
+            f"{ens.source}: attention weighs the trees of a forest that averages one output or one target's class "
+            "probabilities (scikit-learn's RandomForestRegressor/Classifier, ExtraTreesRegressor/Classifier); "
+            "boosted models add trees, which is not this model"
         )
     if any(t.is_linear for t in ens.trees):
         raise UnsupportedModelError(f"{ens.source}: trees with linear leaves are not supported by attention")

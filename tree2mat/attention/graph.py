@@ -30,6 +30,7 @@ from tree2mat.build import DTYPES, ConvertOptions, Progress, build_graph, quiet,
 from tree2mat.errors import OptionError, UnsupportedModelError
 from tree2mat.forms import auto
 from tree2mat.forms._graph import ONNX_TYPE, GraphBuilder, tensor_info
+from tree2mat.forms._heads import label_dtype
 from tree2mat.forms._layout import Exit
 
 
@@ -119,13 +120,13 @@ def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype)
     dt = dtype.type
     means = np.zeros((T * L, F), dtype)
     present = np.zeros((T * L, F), dtype)
-    values = np.zeros((T * L, 1), dtype)
+    values = np.zeros((T * L, ens.n_outputs), dtype)
     reached = np.zeros((T * L, 1), dtype)
     for k, tree in enumerate(ens.trees):
         m, rows = forest.leaf_means[k], slice(k * L, k * L + tree.n_leaves)
         means[rows] = np.nan_to_num(m, nan=0.0)
         present[rows] = ~np.isnan(m)
-        values[rows, 0] = tree.value[:, 0]
+        values[rows] = tree.value
         reached[rows, 0] = forest.leaf_counts[k] > 0
     weights = forest.weights[exit.order]
     zero = g.const(dt(0), "attention_zero")
@@ -164,7 +165,16 @@ def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype)
     else:
         alpha = g.op("Add", [g.op("Mul", [soft, g.const(dt(1.0 - eps), "attention_one_minus_eps")], "attention_soft_part"),
                              g.const((eps * weights).astype(dtype)[:, None], "attention_eps_w")], "attention_alpha")
-    weighted = g.op("Mul", [alpha, rows_of(values, "attention_values", squeeze=True)], "attention_weighted")  # [T, N]
-    total = g.reduce_sum(weighted, [0], True, "attention_total")  # [1, N]
-    g.op("Transpose", [total], out="variable", perm=[1, 0])
-    return [tensor_info("variable", dtype, ["N", 1])]
+    if not forest.is_classifier:
+        weighted = g.op("Mul", [alpha, rows_of(values, "attention_values", squeeze=True)], "attention_weighted")  # [T, N]
+        total = g.reduce_sum(weighted, [0], True, "attention_total")  # [1, N]
+        g.op("Transpose", [total], out="variable", perm=[1, 0])
+        return [tensor_info("variable", dtype, ["N", 1])]
+    # a classifier: the weighted class probabilities [N, C], and the first class of the largest
+    weighted = g.op("Mul", [g.unsqueeze(alpha, [2], "attention_alpha_classes"), rows_of(values, "attention_values")], "attention_weighted")
+    axes = g.const(np.asarray([0], np.int64), "attention_trees_axis")
+    proba = g.op("ReduceSum", [weighted, axes], out="probabilities", keepdims=0)
+    best = g.op("ArgMax", [proba], "attention_class", axis=1, keepdims=0)
+    classes = forest.ensemble.classes[0]
+    g.op("Gather", [g.const(classes, "attention_classes"), best], out="label", axis=0)
+    return [tensor_info("label", label_dtype((classes,)), ["N"]), tensor_info("probabilities", dtype, ["N", len(classes)])]

@@ -77,6 +77,8 @@ def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool, pipeline: Any
     if isinstance(model, Ensemble):
         return evaluate.predict(ens, X, raw=raw), X
     if isinstance(model, attention.AttentionForest):
+        if model.is_classifier:
+            return {"label": model.predict(X), "probabilities": model.predict_proba(X)}, X
         return {"variable": model.predict(X)[:, None]}, X
     # Rows at +-max float32 overflow sklearn's finiteness pre-check (a sum); it then checks
     # element by element and accepts them, so its float warnings say nothing here.
