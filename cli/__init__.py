@@ -271,7 +271,7 @@ def attend(
     data: Path = typer.Option(..., "--data", help="Rows and targets (a classifier's: its class labels) the attention is fitted on (leaf means, epsilon, tau, w): .npz with arrays X and y; .npy rows with --target y.npy; .csv or .parquet with --target COLUMN."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the attention forest (JSON; replaced only on success); tree2mat convert and verify take it."),
     target: str | None = typer.Option(None, "--target", help="The targets: a .csv/.parquet column (header name or 0-based number), a .npz array name (default y), or the .npy file of them."),
-    variant: int = typer.Option(1, "--variant", help="ABRF variant: 1 (the contamination model, eq. 14-16; 2 and 3 are not written yet)."),
+    variant: int = typer.Option(1, "--variant", help="ABRF variant: 1 (the contamination model, eq. 14-16: w by a quadratic or linear program), 2 (a softmax with trainable tree scales v and feature weights z, eq. 23, by gradients), 3 (both, eq. 24); 2 and 3 start from ABRF-1's tau and take --loss l2."),
     loss: str = typer.Option("l2", "--loss", help="l2 (the quadratic program, eq. 15) or l1 (the linear program, eq. 20-22) for w, and the error epsilon and tau are chosen by."),
     epsilon: str = typer.Option("auto", "--epsilon", help="Contamination epsilon in [0, 1], or auto: cross-validated over 0, 0.25, 0.5, 0.75, 1."),
     tau: str = typer.Option("auto", "--tau", help="Softmax temperature tau > 0, or auto: cross-validated over 0.01 to 100 times the rows' median ||x - A||^2 / 2."),
@@ -283,24 +283,26 @@ def attend(
     from tree2mat import attention
     from tree2mat.data import load_labelled
 
-    if variant != 1:
-        raise OptionError(f"--variant {variant}: only ABRF-1 (--variant 1) is written yet")
     if str(output) == "-":
         raise OptionError("-o -: the attention forest is a file; name it, e.g. forest.abrf.json")
     _check_output("-o", output)
     eps, temp = _auto_number("--epsilon", epsilon), _auto_number("--tau", tau)
+    first = attention.check_variant(variant, eps, loss)  # (before any work)
     X, y = load_labelled(data, target)
     start = time.perf_counter()
     with _libraries_to_stderr():
-        chosen = attention.select(model, X, y, epsilon=eps, tau=temp, loss=loss, folds=folds, seed=seed)
-        forest = attention.fit(model, X, y, epsilon=chosen.epsilon, tau=chosen.tau, loss=loss)
+        chosen = attention.select(model, X, y, epsilon=first, tau=temp, loss=loss, folds=folds, seed=seed)
+        forest = attention.fit(model, X, y, epsilon=chosen.epsilon, tau=chosen.tau, loss=loss, variant=variant)
         seconds = time.perf_counter() - start
+        held = chosen.held_out if variant == 1 else attention.held_out(
+            model, X, y, epsilon=chosen.epsilon, tau=chosen.tau, variant=variant, loss=loss, folds=folds, seed=seed,
+        )
         size = forest.save(output)
     info: dict[str, Any] = {
-        "schema": ATTEND_SCHEMA, "path": str(output), "bytes": size, "variant": 1, "loss": loss, "rows": int(X.shape[0]),
+        "schema": ATTEND_SCHEMA, "path": str(output), "bytes": size, "variant": variant, "loss": loss, "rows": int(X.shape[0]),
         "folds": folds, "seed": seed, "epsilon": forest.epsilon, "tau": forest.tau, "auto": {"epsilon": eps == "auto", "tau": temp == "auto"},
         "forest": attention.scores(y, chosen.forest_predictions, forest.classes),
-        "attention": attention.scores(y, chosen.held_out, forest.classes),
+        "attention": attention.scores(y, held, forest.classes),
         "n_trees": forest.n_trees, "weights_nonzero": int(np.count_nonzero(forest.weights)), "seconds": round(seconds, 3),
     }
     if json_out:
@@ -308,12 +310,13 @@ def attend(
         return
     first, second = ("accuracy", "log_loss") if forest.is_classifier else ("r2", "mae")
     typer.echo(f"{'':22}{'accuracy' if forest.is_classifier else 'R^2':>9}{'log-loss' if forest.is_classifier else 'MAE':>11}")
-    for name, got in (("forest (as fitted)", info["forest"]), (f"ABRF-1 ({folds}-fold CV)", info["attention"])):
+    for name, got in (("forest (as fitted)", info["forest"]), (f"ABRF-{variant} ({folds}-fold CV)", info["attention"])):
         typer.echo(f"{name:22}{got[first]:>9.4f}{got[second]:>11.4g}")
     how = lambda auto: "cross-validated" if auto else "given"  # noqa: E731
+    start_note = "" if variant == 1 else ", where the gradient fit of v and z started"
     typer.echo(
-        f"epsilon {forest.epsilon:g} ({how(eps == 'auto')}), tau {forest.tau:.4g} ({how(temp == 'auto')}), loss {loss}; "
-        f"{info['weights_nonzero']} of {forest.n_trees} trees weigh in w; fitted in {seconds:.2f} s on {X.shape[0]} rows"
+        f"epsilon {forest.epsilon:g} ({how(eps == 'auto' and variant != 2)}), tau {forest.tau:.4g} ({how(temp == 'auto')}{start_note}), "
+        f"loss {loss}; {info['weights_nonzero']} of {forest.n_trees} trees weigh in w; fitted in {seconds:.2f} s on {X.shape[0]} rows"
     )
     typer.echo(f"wrote {output} ({_human(size)}): tree2mat convert {output} -o OUT.onnx")
 

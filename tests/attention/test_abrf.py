@@ -77,7 +77,7 @@ def test_full_contamination_is_the_trees_weighted_by_w(forest, loss):
 def test_the_solved_weights_are_on_the_simplex_and_beat_other_points_of_it(forest, loss, epsilon):
     abrf = attention.fit(forest, X[:200], Y[:200], epsilon=epsilon, tau=1.0, loss=loss)
     w = abrf.weights
-    assert abrf.get_params() == {"epsilon": epsilon, "tau": 1.0, "loss": loss}
+    assert abrf.get_params() == {"variant": 1, "epsilon": epsilon, "tau": 1.0, "loss": loss}
     assert (w >= 0).all() and abs(w.sum() - 1.0) < 1e-12
     best = attention.objective(abrf, X[:200], Y[:200])
     uniform = attention.objective(abrf, X[:200], Y[:200], np.full(abrf.n_trees, 1 / abrf.n_trees))
@@ -220,7 +220,11 @@ def _edited(forest, tmp_path, edit):
     ("edit", "needle"),
     [
         (lambda d: d.update(tree2mat_attention=2), "not a tree2mat attention forest of format 1"),
-        (lambda d: d.update(variant=2), "only ABRF-1"),
+        (lambda d: d.update(variant=4), "variant 4 is none of ABRF-1, ABRF-2, ABRF-3"),
+        (lambda d: d.update(variant=2), "tree_scales must have the shape"),
+        (lambda d: d.update(tree_scales=[1.0] + [0.0] * 11), "ABRF-1 has no tree_scales"),
+        (lambda d: d.update(variant=3, tree_scales=[0.5] * 12, feature_weights=[1.0] * 6), "tree_scales must be >= 0 and sum to 1"),
+        (lambda d: d.update(variant=2, tree_scales=[1 / 12] * 12, feature_weights=[1.0] * 6), "ABRF-2 has no contamination"),
         (lambda d: d.update(epsilon=-0.1), "epsilon must be a number in"),
         (lambda d: d.update(tau=float("inf")), "tau must be a finite number"),
         (lambda d: d.update(loss="l3"), "loss must be one of"),
@@ -325,3 +329,65 @@ def test_values_to_choose_from_replace_a_grid(forest):
         attention.select(forest, X[:200], Y[:200], epsilon=[0.5, 2.0])
     with pytest.raises(OptionError, match="at least one value"):
         attention.select(forest, X[:200], Y[:200], tau=[])
+
+
+# ------------------------------------------------------------------------------------ ABRF-2 and ABRF-3
+
+
+def test_abrf_2_is_eq_23_on_scikit_learn_s_means_and_trees(forest):
+    """softmax_k(-||(x - A_k(x)) o z||^2 v_k / 2) weights the trees' own predictions."""
+    abrf = attention.fit(forest, X[:200], Y[:200], variant=2, tau=1.0)
+    assert abrf.variant == 2 and abrf.epsilon == 0.0 and abrf.get_params()["variant"] == 2
+    v, z = abrf.tree_scales, abrf.feature_weights
+    assert (v >= 0).all() and abs(v.sum() - 1) < 1e-12 and (z > 0).all()
+    rows = X[200:]
+    A = _sklearn_means(forest, X[:200], rows)
+    logits = -np.sum(((rows[:, None, :] - A) * z) ** 2, axis=2) * v[None, :] / 2
+    alpha = np.exp(logits - logits.max(axis=1, keepdims=True))
+    alpha /= alpha.sum(axis=1, keepdims=True)
+    trees = np.stack([t.predict(rows) for t in forest.estimators_], axis=1)
+    np.testing.assert_allclose(abrf.predict(rows), np.sum(alpha * trees, axis=1), rtol=1e-9)
+
+
+@pytest.mark.parametrize("variant", [2, 3])
+def test_the_gradient_fit_improves_on_its_abrf_1_start(forest, variant):
+    start = attention.fit(forest, X[:200], Y[:200], epsilon=0.0 if variant == 2 else 0.5, tau=1.0)
+    fitted = attention.fit(forest, X[:200], Y[:200], epsilon=start.epsilon, tau=1.0, variant=variant)
+    assert attention.objective(fitted, X[:200], Y[:200]) < attention.objective(start, X[:200], Y[:200])
+    if variant == 3:
+        assert fitted.epsilon == 0.5 and (fitted.weights >= 0).all() and abs(fitted.weights.sum() - 1) < 1e-12
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.4])
+def test_the_analytic_gradient_is_the_loss_s_slope(forest, eps):
+    """The gradient L-BFGS follows, against central differences of the loss, whose value is
+    the objective of the model at those parameters (computed on another path)."""
+    start = attention.fit(forest, HOLES[:200], Y[:200], epsilon=eps, tau=3.0)
+    leaves = attention.evaluate.apply(start.ensemble, HOLES[:200])
+    Yk = Y[:200, None]
+    problem = attention._gradient_problem(start, HOLES[:200], Yk, leaves, eps, start.weights)
+    rng = np.random.default_rng(0)
+    params = np.concatenate([rng.normal(0, 0.5, start.n_trees), rng.normal(0, 0.5, start.ensemble.n_features)])
+    value, grad = problem(params)
+    model = attention._gradient_model(start, params, start.weights, 3)
+    assert value == pytest.approx(attention.objective(model, HOLES[:200], Y[:200]), rel=1e-9)
+    h = 1e-6
+    numeric = np.array([(problem(params + h * e)[0] - problem(params - h * e)[0]) / (2 * h) for e in np.eye(params.size)])
+    np.testing.assert_allclose(grad, numeric, rtol=1e-4, atol=1e-4 * np.abs(numeric).max())
+
+
+def test_variants_refuse_what_they_do_not_have(forest):
+    with pytest.raises(OptionError, match="ABRF-2 has no contamination"):
+        attention.fit(forest, X[:200], Y[:200], variant=2, epsilon=0.5)
+    with pytest.raises(OptionError, match="fitted by gradients on the L2 loss"):
+        attention.fit(forest, X[:200], Y[:200], variant=3, loss="l1")
+    with pytest.raises(OptionError, match="--variant 4"):
+        attention.fit(forest, X[:200], Y[:200], variant=4)
+
+
+def test_an_abrf_3_file_loads_and_predicts_the_same(forest, tmp_path):
+    abrf = attention.fit(forest, HOLES[:200], Y[:200], variant=3, epsilon=0.5, tau=2.0)
+    abrf.save(tmp_path / "m.json")
+    back = attention.load(tmp_path / "m.json")
+    assert back.variant == 3 and back.tree_scales is not None and back.feature_weights is not None
+    np.testing.assert_array_equal(back.predict(HOLES[200:]), abrf.predict(HOLES[200:]))

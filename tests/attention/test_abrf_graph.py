@@ -193,7 +193,7 @@ def test_attend_reads_rows_and_targets(files, capsys, data, target):
     (["--data", "rows.npz", "--target", "z"], "no array 'z'"),
     (["--data", "rows.npz", "--epsilon", "2"], "--epsilon must be auto or a number in"),
     (["--data", "rows.npz", "--tau", "x"], "--tau 'x': give a number or auto"),
-    (["--data", "rows.npz", "--variant", "2"], "only ABRF-1"),
+    (["--data", "rows.npz", "--variant", "4"], "--variant 4: choose one of 1, 2, 3"),
     (["--data", "rows.npz", "--loss", "l3"], "--loss 'l3'"),
     (["--data", "rows.npz", "--folds", "1"], "--folds"),
     (["--data", "missing.npz"], "no such file"),
@@ -246,3 +246,30 @@ def test_attend_a_classifier_with_text_labels(tmp_path, capsys):
     onnx_path = tmp_path / "model.abrf.onnx"
     assert main(["convert", str(out), "-o", str(onnx_path)]) == 0
     assert main(["verify", str(out), str(onnx_path), "--rows", "200"]) == 0
+
+
+# ------------------------------------------------------------------------------------ ABRF-2 and ABRF-3
+
+
+@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("variant", [2, 3])
+def test_abrf_2_and_3_graphs_are_the_model(holes_forest, form, variant):
+    abrf = attention.fit(holes_forest, HOLES[:250], Y[:250], variant=variant, epsilon=0.0 if variant == 2 else 0.5, tau=0.5)
+    onx = tree2mat.convert(abrf, form)
+    assert {p.key: p.value for p in onx.metadata_props}["tree2mat.attention"] == f"ABRF-{variant}"
+    report = tree2mat.verify(abrf, onx, rows=300)
+    assert report.passed, report.summary()
+    assert tree2mat.verify(abrf, onx, HOLES[250:]).passed
+
+
+def test_attend_variant_3(files, capsys):
+    out = files / "v3.json"
+    args = ["attend", str(files / "forest.joblib"), "--data", str(files / "rows.npz"), "-o", str(out), "--variant", "3", "--folds", "3"]
+    assert main([*args, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    abrf = attention.load(out)
+    assert info["variant"] == 3 and abrf.variant == 3 and abrf.epsilon == info["epsilon"]
+    held = attention.held_out(files / "forest.joblib", X[250:], Y[250:], epsilon=info["epsilon"], tau=info["tau"], variant=3, folds=3)
+    assert info["attention"] == pytest.approx(attention.scores(Y[250:], held))
+    assert main(["attend", str(files / "forest.joblib"), "--data", str(files / "rows.npz"), "-o", str(out), "--variant", "2", "--epsilon", "0.5"]) == 2
+    assert "ABRF-2 has no contamination" in capsys.readouterr().err

@@ -346,8 +346,8 @@ def test_the_docs_runtime_table_is_the_last_matrix_run():
 
 @functools.cache
 def attention_forest(kind: str = "regressor"):
-    """An ABRF-1 over a random forest (a regressor, or a 3-class classifier) fitted on rows with
-    NaN cells (tree2mat.attention)."""
+    """An ABRF-1 over a random forest (a regressor, or a 3-class classifier), or an ABRF-3 over
+    the regressor, fitted on rows with NaN cells (tree2mat.attention)."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     from tree2mat import attention
@@ -355,12 +355,13 @@ def attention_forest(kind: str = "regressor"):
     X, y = _data(3 if kind == "classifier" else 0, True)
     forest = RandomForestClassifier if kind == "classifier" else RandomForestRegressor
     model = forest(n_estimators=15, max_depth=6, random_state=0).fit(X[:1000], y[:1000])
-    return attention.fit(model, X[1000:], y[1000:], epsilon=0.5, tau=float(np.median(np.nansum((X - np.nanmean(X, 0)) ** 2, 1))))
+    tau = float(np.median(np.nansum((X - np.nanmean(X, 0)) ** 2, 1)))
+    return attention.fit(model, X[1000:], y[1000:], epsilon=0.5, tau=tau, variant=3 if kind == "ABRF-3" else 1)
 
 
 @pytest.mark.parametrize("runtime", OTHERS)
 @pytest.mark.parametrize("form", EXACT)
-@pytest.mark.parametrize("kind", ["regressor", "classifier"])
+@pytest.mark.parametrize("kind", ["regressor", "classifier", "ABRF-3"])
 def test_attention_graphs_run_on_every_runtime(kind, form, runtime):
     """The attention after each exact form's leaves: routing exact, values within the softmax's
     rounding, labels identical, on every runtime (tree2mat/attention/graph.py)."""
@@ -373,7 +374,7 @@ def test_attention_graphs_run_on_every_runtime(kind, form, runtime):
 
 
 @pytest.mark.parametrize("form", EXACT)
-@pytest.mark.parametrize("kind", ["regressor", "classifier"])
+@pytest.mark.parametrize("kind", ["regressor", "classifier", "ABRF-3"])
 def test_attention_graphs_keep_the_contract(kind, form):
     onx = tree2mat.convert(attention_forest(kind), form)
     walks = [n for n in onx.graph.node if n.op_type == "If"]

@@ -1,5 +1,5 @@
-"""Attention-based random forests (ABRF-1: Utkin & Konstantinov, "Attention-based Random Forest
-and Contamination Model", sections 3-5): a forest whose trees are weighted per row.
+"""Attention-based random forests (ABRF-1, -2, -3: Utkin & Konstantinov, "Attention-based Random
+Forest and Contamination Model", sections 3-5): a forest whose trees are weighted per row.
 
 For tree k a row x falls into one leaf. ``A_k(x)`` is the mean of the training rows (the rows
 given to :func:`fit`) that fall into that leaf (eq. 5), ``B_k(x)`` the leaf's value, the tree's
@@ -9,7 +9,9 @@ own prediction (eq. 6). The prediction is ``sum_k alpha_k(x) B_k(x)`` with (eq. 
 
 ``w`` on the unit simplex, fitted to the training rows by the quadratic program (15) (L2 loss)
 or the linear program (20)-(22) (L1 loss). The paper prints the softmax's argument without the
-minus sign; its text (nearer leaves weigh more) needs it, and so it is here. A classifier's
+minus sign; its text (nearer leaves weigh more) needs it, and so it is here. ABRF-2 (eq. 23)
+replaces tau and w by tree scales v (simplex) and feature weights z: softmax_k(-||(x - A_k(x)) o
+z||^2 v_k / 2); ABRF-3 (eq. 24) mixes it with epsilon w; both by gradients. A classifier's
 ``B_k(x)`` is the leaf's class-probability vector and its targets one-hot (section 5, eq. 30).
 
 Decided where the paper is silent:
@@ -46,6 +48,9 @@ from tree2mat.ir.core import Aggregation, Ensemble, Link, Task
 from tree2mat.ir.io import ensemble_from_dict, ensemble_to_dict
 
 LOSSES = ("l2", "l1")
+#: ABRF-1 (the contamination model, w by a quadratic or linear program), ABRF-2 (a softmax with
+#: trainable tree scales v and feature weights z, by gradients), ABRF-3 (both).
+VARIANTS = (1, 2, 3)
 #: A squared distance beyond this (float32's largest number) is infinite: the tree takes no part
 #: in the row's softmax.
 FAR = float(np.finfo(np.float32).max)
@@ -55,8 +60,9 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class AttentionForest:
-    """An ABRF-1 model: the forest's IR, the training rows' leaf means, and the attention's
-    parameters."""
+    """An ABRF model: the forest's IR, the training rows' leaf means, and the attention's
+    parameters (ABRF-1: ``epsilon``, ``tau``, ``weights``; ABRF-2/3: ``tree_scales`` and
+    ``feature_weights`` in place of ``tau``, see :func:`fit`)."""
 
     ensemble: Ensemble
     #: Per tree, the mean training row of each leaf [L, F] (NaN where no training row holds a
@@ -69,6 +75,12 @@ class AttentionForest:
     #: w, on the unit simplex [T].
     weights: np.ndarray
     loss: str = "l2"
+    #: 1, 2 or 3 (ABRF-1: eq. 14, 16; ABRF-2: eq. 23; ABRF-3: eq. 24).
+    variant: int = 1
+    #: ABRF-2/3: v, on the unit simplex [T]: tree k's softmax argument is ``-d_k v_k / 2``.
+    tree_scales: np.ndarray | None = None
+    #: ABRF-2/3: z >= 0 [F]: the distance is ``||(x - A_k(x)) o z||^2``.
+    feature_weights: np.ndarray | None = None
 
     @property
     def n_trees(self) -> int:
@@ -89,21 +101,28 @@ class AttentionForest:
         leaves = evaluate.apply(self.ensemble, X) if leaves is None else leaves
         return np.stack([t.value[leaves[:, k]] for k, t in enumerate(self.ensemble.trees)], axis=1)
 
+    @property
+    def scale(self) -> float | np.ndarray:
+        """The softmax's scale: ``1 / (2 tau)`` (ABRF-1), or per tree ``v / 2`` [T] (ABRF-2/3)."""
+        return 1.0 / (2.0 * self.tau) if self.tree_scales is None else self.tree_scales / 2.0
+
     def softmax_weights(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
-        """D: the softmax over trees of ``-||x - A_k(x)||^2 / (2 tau)``, [N, T] (see the module
-        docstring for missing values and leaves without a mean)."""
+        """D: the softmax over trees of ``-||x - A_k(x)||^2 / (2 tau)`` (ABRF-2/3:
+        ``-||(x - A_k(x)) o z||^2 v_k / 2``), [N, T] (see the module docstring for missing
+        values and leaves without a mean)."""
         X = np.asarray(X, np.float64)
         leaves = evaluate.apply(self.ensemble, X) if leaves is None else leaves
-        return _softmax_weights(X, leaves, self.leaf_means, self.leaf_counts, self.tau)
+        return _softmax_weights(X, leaves, self.leaf_means, self.leaf_counts, self.scale, self.feature_weights)
 
     def nearest(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
-        """The softmax's smallest argument per row, ``min_k ||x - A_k(x)||^2 / (2 tau)`` over
-        the trees that take part (0 where none does), [N]: how far the row is from every leaf
-        mean it reaches, in units of ``2 tau`` (a float32 graph's weights round in proportion)."""
+        """The softmax's smallest argument per row over the trees that take part (0 where none
+        does), [N]: ``min_k ||x - A_k(x)||^2 / (2 tau)`` (ABRF-2/3: with z and v), how far the
+        row is from every leaf mean it reaches (a float32 graph's weights round in proportion)."""
         X = np.asarray(X, np.float64)
         leaves = evaluate.apply(self.ensemble, X) if leaves is None else leaves
-        d, part = _distances(X, leaves, self.leaf_means, self.leaf_counts)
-        return np.where(part.any(axis=1), np.where(part, d, FAR).min(axis=1), 0.0) / (2.0 * self.tau)
+        d, part = _distances(X, leaves, self.leaf_means, self.leaf_counts, self.feature_weights)
+        s = d * self.scale
+        return np.where(part.any(axis=1), np.where(part, s, np.inf).min(axis=1), 0.0)
 
     def attention(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
         """alpha: each tree's weight for each row, [N, T]; every row's weights sum to 1."""
@@ -130,19 +149,19 @@ class AttentionForest:
         return self.outputs(X, leaves)
 
     def get_params(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "tau": self.tau, "loss": self.loss}
+        return {"variant": self.variant, "epsilon": self.epsilon, "tau": self.tau, "loss": self.loss}
 
     def to_dict(self) -> dict[str, Any]:
         """The saved file's document (JSON; a missing mean is null)."""
         return {
             ATTENTION_KEY: FORMAT_VERSION,
-            "variant": 1,
+            "variant": self.variant,
             "loss": self.loss,
             "epsilon": self.epsilon,
             "tau": self.tau,
             "weights": self.weights.tolist(),
-            "tree_scales": None,
-            "feature_weights": None,
+            "tree_scales": None if self.tree_scales is None else self.tree_scales.tolist(),
+            "feature_weights": None if self.feature_weights is None else self.feature_weights.tolist(),
             "leaf_means": [[[None if math.isnan(v) else v for v in row] for row in m.tolist()] for m in self.leaf_means],
             "leaf_counts": [c.tolist() for c in self.leaf_counts],
             "forest": ensemble_to_dict(self.ensemble),
@@ -185,8 +204,9 @@ def from_dict(doc: Any, name: str = "attention forest") -> AttentionForest:
     """The model of a document :meth:`AttentionForest.to_dict` wrote, every field checked."""
     if not isinstance(doc, dict) or doc.get(ATTENTION_KEY) != FORMAT_VERSION:
         raise ModelFileError(f"{name}: not a tree2mat attention forest of format {FORMAT_VERSION} (key 'tree2mat_attention')")
-    if doc.get("variant") != 1 or doc.get("tree_scales") is not None or doc.get("feature_weights") is not None:
-        raise UnsupportedModelError(f"{name}: only ABRF-1 (variant 1, no tree scales or feature weights) is supported")
+    variant = doc.get("variant")
+    if variant not in VARIANTS:
+        raise UnsupportedModelError(f"{name}: variant {variant!r:.20} is none of ABRF-{', ABRF-'.join(map(str, VARIANTS))}")
     ens = ensemble_from_dict(doc["forest"], name=name)
     _check_forest(ens)
     T, F = ens.n_trees, ens.n_features
@@ -205,7 +225,16 @@ def from_dict(doc: Any, name: str = "attention forest") -> AttentionForest:
         raise ValueError(f"leaf_means and leaf_counts must hold one entry per tree ({T})")
     leaf_means = tuple(_numbers(m, f"leaf_means[{k}]", (t.n_leaves, F), missing=True) for k, (m, t) in enumerate(zip(means, ens.trees)))
     leaf_counts = tuple(_counts(c, f"leaf_counts[{k}]", t.n_leaves) for k, (c, t) in enumerate(zip(counts, ens.trees)))
-    return AttentionForest(ens, leaf_means, leaf_counts, float(epsilon), float(tau), weights, loss)
+    scales = features = None
+    if variant == 1 and (doc["tree_scales"] is not None or doc["feature_weights"] is not None):
+        raise ValueError("ABRF-1 has no tree_scales or feature_weights (null)")
+    if variant != 1:
+        scales, features = _numbers(doc["tree_scales"], "tree_scales", (T,)), _numbers(doc["feature_weights"], "feature_weights", (F,))
+        if (scales < 0).any() or abs(scales.sum() - 1.0) > 1e-9 or (features < 0).any():
+            raise ValueError("tree_scales must be >= 0 and sum to 1, feature_weights >= 0")
+        if variant == 2 and epsilon != 0:
+            raise ValueError("ABRF-2 has no contamination: epsilon must be 0")
+    return AttentionForest(ens, leaf_means, leaf_counts, float(epsilon), float(tau), weights, loss, variant, scales, features)
 
 
 #: What ``epsilon`` and ``tau`` take: a value, ``"auto"`` (a grid), or values to choose from.
@@ -219,19 +248,141 @@ TAU_FACTORS = (0.01, 0.1, 1.0, 10.0, 100.0)
 
 def fit(
     model: Any, X: np.ndarray, y: np.ndarray, *, epsilon: Choice = "auto", tau: Choice = "auto", loss: str = "l2",
-    folds: int = 5, seed: int = 0,
+    folds: int = 5, seed: int = 0, variant: int = 1,
 ) -> AttentionForest:
-    """Fit ABRF-1's tree weights ``w`` on the rows ``X``, ``y`` (the rows whose leaf means the
-    attention uses), for a fitted forest ``model`` (an object or a file tree2mat reads).
+    """Fit an ABRF on the rows ``X``, ``y`` (the rows whose leaf means the attention uses), for a
+    fitted forest ``model`` (an object or a file tree2mat reads).
+
+    ABRF-1 (``variant=1``): the tree weights ``w``, by the quadratic or linear program.
     ``epsilon`` / ``tau``: a value, or ``"auto"``: the pair of :data:`EPSILON_GRID` and
     :data:`TAU_FACTORS` with the lowest ``folds``-fold cross-validated loss (:func:`select`), or
-    a sequence of values to choose from so."""
+    a sequence of values to choose from so.
+
+    ABRF-2 and ABRF-3 (``variant=2|3``, L2 loss only): the tree scales ``v`` and feature weights
+    ``z`` (and for ABRF-3 ``w``), by L-BFGS with analytic gradients (:func:`_fit_gradient`),
+    from ABRF-1's softmax at ``tau`` (chosen as for ABRF-1 when ``"auto"``; ABRF-2 with
+    ``epsilon`` 0). ABRF-3's ``epsilon`` is ABRF-1's (chosen as for ABRF-1 when ``"auto"``):
+    cross-validating the gradient fit at every grid point would take the fit's time 25 x
+    ``folds`` times."""
+    epsilon = check_variant(variant, epsilon, loss)
     ens, X, y = _inputs(model, X, y, loss)
     leaves = evaluate.apply(ens, X)  # (the forest is fixed: every fit reuses the rows' leaves)
     if not (_single(epsilon) and _single(tau)):
         chosen = _select(ens, X, y, leaves, epsilon, tau, loss, folds, seed)
         epsilon, tau = chosen.epsilon, chosen.tau
-    return _fit(ens, X, y, _epsilon(epsilon), _tau(tau), loss, leaves)
+    first = _fit(ens, X, y, _epsilon(epsilon), _tau(tau), loss, leaves)
+    return first if variant == 1 else _fit_gradient(first, X, y, leaves, variant)
+
+
+def check_variant(variant: Any, epsilon: Choice, loss: str) -> Choice:
+    """``epsilon`` as the variant takes it (ABRF-2: 0), or an OptionError naming what the
+    variant refuses."""
+    if variant not in VARIANTS:
+        raise OptionError(f"--variant {variant!r}: choose one of {', '.join(map(str, VARIANTS))}")
+    if variant != 1 and loss != "l2":
+        raise OptionError(f"--loss {loss}: ABRF-{variant} is fitted by gradients on the L2 loss (--loss l2)")
+    if variant == 2:
+        if not (_is_auto(epsilon) or (_single(epsilon) and _epsilon(epsilon) == 0.0)):
+            raise OptionError("--epsilon: ABRF-2 has no contamination (epsilon 0; ABRF-3 has one)")
+        return 0.0
+    return epsilon
+
+
+def held_out(
+    model: Any, X: np.ndarray, y: np.ndarray, *, epsilon: float, tau: float, variant: int = 1, loss: str = "l2",
+    folds: int = 5, seed: int = 0,
+) -> np.ndarray:
+    """Each row's prediction by the ABRF fitted (:func:`fit`, with these ``epsilon`` and ``tau``)
+    on the other folds (the rows shuffled by ``seed``, as :func:`select` splits them): [N], a
+    classifier's probabilities [N, C]."""
+    ens, X, _ = _inputs(model, X, y, loss)
+    if not (isinstance(folds, int) and 2 <= folds <= X.shape[0]):
+        raise OptionError(f"--folds must be an integer from 2 to the number of rows ({X.shape[0]}), got {folds}")
+    y = np.asarray(y)
+    out = None
+    for rows in np.array_split(np.random.default_rng(seed).permutation(X.shape[0]), folds):
+        keep = np.setdiff1d(np.arange(X.shape[0]), rows)
+        fitted = fit(ens, X[keep], y[keep], epsilon=epsilon, tau=tau, variant=variant, loss=loss)
+        got = fitted.outputs(X[rows])
+        out = np.empty((X.shape[0], got.shape[1])) if out is None else out
+        out[rows] = got
+    assert out is not None
+    return out if ens.task is Task.CLASSIFICATION else out[:, 0]
+
+
+#: ABRF-2/3: L-BFGS iterations per round, and rounds (ABRF-3: w solved again before each).
+GRADIENT_ITERATIONS = 100
+GRADIENT_ROUNDS = 4
+
+
+def _fit_gradient(start: AttentionForest, X: np.ndarray, y: np.ndarray, leaves: np.ndarray, variant: int) -> AttentionForest:
+    """ABRF-2/3 (eq. 23, 24): ``v`` and ``z`` minimizing the L2 loss, from ``start`` (ABRF-1:
+    its softmax is the first point: ``v`` uniform, ``z^2 = T / tau``), by L-BFGS-B over
+    ``v = softmax(theta)`` (on the simplex) and ``z = exp(phi)`` (> 0), with analytic gradients
+    (:func:`_gradient_problem`); ABRF-3 alternates: ``w`` by the quadratic program, then ``v``
+    and ``z``."""
+    from scipy.optimize import minimize
+
+    T, F = start.n_trees, start.ensemble.n_features
+    eps = start.epsilon if variant == 3 else 0.0
+    w = start.weights
+    params = np.concatenate([np.zeros(T), np.full(F, 0.5 * math.log(T / start.tau))])
+    bounds = [(-20.0, 20.0)] * (T + F)  # (v, z within e^-20..e^20 of each other: float32 holds the distances)
+    for _ in range(GRADIENT_ROUNDS if variant == 3 else 1):
+        if variant == 3 and eps > 0.0:
+            w = _weights(eps, start.tree_values(X, leaves), _gradient_model(start, params, w, variant).softmax_weights(X, leaves), y, "l2")
+        problem = _gradient_problem(start, X, y, leaves, eps, w)
+        params = minimize(problem, params, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": GRADIENT_ITERATIONS}).x
+    return _gradient_model(start, params, w, variant)
+
+
+def _gradient_problem(
+    start: AttentionForest, X: np.ndarray, y: np.ndarray, leaves: np.ndarray, eps: float, w: np.ndarray,
+) -> Any:
+    """``f(params) -> (loss, gradient)``: the L2 loss of ABRF-2/3 over the rows (``y``: [N, K]
+    targets) at ``params = (theta [T], phi [F])`` (``v = softmax(theta)``, ``z = exp(phi)``),
+    ``w`` and ``eps`` fixed, and its gradient."""
+    T, F = start.n_trees, start.ensemble.n_features
+    B = start.tree_values(X, leaves)  # [N, T, K]
+    squares = np.empty((X.shape[0], T, F))  # (x - A)^2 where both hold a value, else 0
+    reached = np.empty((X.shape[0], T), bool)
+    for k in range(T):
+        diff = X - start.leaf_means[k][leaves[:, k]]
+        squares[:, k] = np.where(np.isnan(diff), 0.0, diff * diff)
+        reached[:, k] = start.leaf_counts[k][leaves[:, k]] > 0
+
+    def loss_and_gradient(params: np.ndarray) -> tuple[float, np.ndarray]:
+        theta, phi = params[:T], params[T:]
+        v = np.exp(theta - theta.max())
+        v /= v.sum()
+        z2 = np.exp(2.0 * phi)
+        q = squares @ z2  # [N, T]: ||(x - A) o z||^2
+        part = reached & (q <= FAR)
+        c = v / 2.0
+        s = np.where(part, q * c, FAR)
+        e = np.where(part, np.exp(-(s - s.min(axis=1, keepdims=True))), 0.0)
+        none = ~part.any(axis=1)
+        e[none] = 1.0
+        D = e / e.sum(axis=1, keepdims=True)
+        error = np.einsum("nt,ntk->nk", (1.0 - eps) * D + eps * w[None, :], B) - y
+        G = 2.0 * (1.0 - eps) * np.einsum("nk,ntk->nt", error, B)  # dL/dD
+        dS = -D * (G - np.sum(D * G, axis=1, keepdims=True))  # dL/ds (s: the softmax's argument, negated)
+        dS[none] = 0.0
+        dv = np.sum(dS * q, axis=0) / 2.0
+        dz2 = np.einsum("nt,ntf->f", dS * c[None, :], squares)
+        return float(np.sum(error**2)), np.concatenate([v * (dv - np.dot(v, dv)), 2.0 * z2 * dz2])
+
+    return loss_and_gradient
+
+
+def _gradient_model(start: AttentionForest, params: np.ndarray, w: np.ndarray, variant: int) -> AttentionForest:
+    """The ABRF-2/3 of ``start`` at the optimizer's parameters (``theta``, ``phi``)."""
+    T = start.n_trees
+    v = np.exp(params[:T] - params[:T].max())
+    return AttentionForest(
+        start.ensemble, start.leaf_means, start.leaf_counts, start.epsilon if variant == 3 else 0.0, start.tau, w, "l2",
+        variant, _on_simplex(v), np.exp(params[T:]),
+    )
 
 
 def _single(value: Any) -> bool:
@@ -294,8 +445,8 @@ def _select(
         model = AttentionForest(ens, means, counts, 0.0, 1.0, np.full(ens.n_trees, 1.0 / ens.n_trees), loss)
         B_keep, B_out = model.tree_values(X[keep], leaves[keep]), model.tree_values(X[out], leaves[out])
         for t in taus:
-            D_keep = _softmax_weights(X[keep], leaves[keep], means, counts, t)
-            D_out = _softmax_weights(X[out], leaves[out], means, counts, t)
+            D_keep = _softmax_weights(X[keep], leaves[keep], means, counts, 1.0 / (2.0 * t))
+            D_out = _softmax_weights(X[out], leaves[out], means, counts, 1.0 / (2.0 * t))
             for e in epsilons:
                 w = _weights(e, B_keep, D_keep, y[keep], loss)
                 predictions[(e, t)][out] = np.einsum("nt,ntk->nk", (1.0 - e) * D_out + e * w[None, :], B_out)
@@ -473,25 +624,38 @@ def _rows(X: Any, n_features: int) -> np.ndarray:
     return X
 
 
-def _distances(X: np.ndarray, leaves: np.ndarray, means: tuple[np.ndarray, ...], counts: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """``||x - A_k(x)||^2`` over the coordinates both hold [N, T], and whether tree k takes part
-    in the row's softmax (its leaf has a mean, the distance is within :data:`FAR`) [N, T]."""
+def _distances(
+    X: np.ndarray, leaves: np.ndarray, means: tuple[np.ndarray, ...], counts: tuple[np.ndarray, ...], z: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``||(x - A_k(x)) o z||^2`` (z = 1 unless given) over the coordinates both hold [N, T], and
+    whether tree k takes part in the row's softmax (its leaf has a mean, the distance is within
+    :data:`FAR`) [N, T]."""
     n, T = leaves.shape
     d = np.empty((n, T))
     part = np.empty((n, T), bool)
     for k in range(T):
         diff = X - means[k][leaves[:, k]]  # [N, F]
         with np.errstate(over="ignore", invalid="ignore"):
+            if z is not None:
+                diff = diff * z
             d[:, k] = np.nansum(diff * diff, axis=1)
         part[:, k] = (counts[k][leaves[:, k]] > 0) & (d[:, k] <= FAR)
     return d, part
 
 
-def _softmax_weights(X: np.ndarray, leaves: np.ndarray, means: tuple[np.ndarray, ...], counts: tuple[np.ndarray, ...], tau: float) -> np.ndarray:
-    d, part = _distances(X, leaves, means, counts)
-    nearest = np.where(part, d, FAR).min(axis=1, keepdims=True)
+def _softmax_weights(
+    X: np.ndarray, leaves: np.ndarray, means: tuple[np.ndarray, ...], counts: tuple[np.ndarray, ...], scale: float | np.ndarray,
+    z: np.ndarray | None = None,
+) -> np.ndarray:
+    """The softmax over the trees that take part of ``-d_k scale_k``; ``scale``: ``1 / (2 tau)``,
+    applied after the nearest is subtracted (no overflow however small tau), or per tree [T]
+    (``v / 2 <= 1/2``, applied first)."""
+    d, part = _distances(X, leaves, means, counts, z)
+    per_tree = np.ndim(scale) == 1
+    s = d * scale if per_tree else d
+    nearest = np.where(part, s, FAR).min(axis=1, keepdims=True)
     with np.errstate(over="ignore", invalid="ignore"):
-        e = np.where(part, np.exp(-(np.where(part, d, nearest) - nearest) / (2.0 * tau)), 0.0)
+        e = np.where(part, np.exp(-(np.where(part, s, nearest) - nearest) * (1.0 if per_tree else scale)), 0.0)
     e[~part.any(axis=1)] = 1.0  # no tree of the row takes part: all alike
     return e / e.sum(axis=1, keepdims=True)
 

@@ -70,7 +70,7 @@ def build(forest: AttentionForest, options: ConvertOptions, progress: Progress =
             f"{auto.gib(options.max_memory)}; with the forest's smallest exact graph it needs {auto.gib(own + least)}: raise --max-memory"
         )
     scale = dtype.type(1.0 / (2.0 * forest.tau))
-    if not (np.isfinite(scale) and scale > 0):
+    if forest.tree_scales is None and not (np.isfinite(scale) and scale > 0):
         raise UnsupportedModelError(f"tau {forest.tau:g}: 1 / (2 tau) is not a positive finite {dtype.name}")
     try:
         model = build_graph(forest.ensemble, replace(options, max_memory=options.max_memory - own), progress,
@@ -80,8 +80,8 @@ def build(forest: AttentionForest, options: ConvertOptions, progress: Progress =
     for entry in model.metadata_props:
         if entry.key == "tree2mat.source":
             entry.value = f"attention forest over {entry.value}"
-    stamp(model, {"tree2mat.attention": "ABRF-1"})
-    model.doc_string = f"tree2mat attention forest (ABRF-1, epsilon {forest.epsilon:g}, tau {forest.tau:g}) over {forest.ensemble.source}"
+    stamp(model, {"tree2mat.attention": f"ABRF-{forest.variant}"})
+    model.doc_string = f"tree2mat attention forest (ABRF-{forest.variant}, epsilon {forest.epsilon:g}) over {forest.ensemble.source}"
     return model
 
 
@@ -140,6 +140,8 @@ def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype)
     x_nan = g.op("IsNaN", ["input"], "attention_x_missing")
     x0 = g.unsqueeze(g.op("Where", [x_nan, zero, "input"], "attention_x"), [0], "attention_x_trees")  # [1, N, F]
     diff = g.op("Sub", [x0, rows_of(means, "attention_means")], "attention_diff")  # [T, N, F]
+    if forest.feature_weights is not None:  # ABRF-2/3: (x - A) o z
+        diff = g.op("Mul", [diff, g.const(forest.feature_weights.astype(dtype)[None, None, :], "attention_feature_weights")], "attention_diff_z")
     both = g.unsqueeze(g.op("Not", [x_nan], "attention_x_present"), [0], "attention_x_present_trees")  # [1, N, F]
     if _has_missing(forest):
         held = g.op("Cast", [rows_of(present, "attention_mean_present")], "attention_held", to=onnx.TensorProto.BOOL)
@@ -149,9 +151,15 @@ def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype)
     far = g.const(dt(FAR), "attention_far")
     has_mean = g.op("Cast", [rows_of(reached, "attention_reached", squeeze=True)], "attention_has_mean", to=onnx.TensorProto.BOOL)
     part = g.op("And", [has_mean, g.op("Not", [g.op("Greater", [d, far], "attention_too_far")], "attention_near")], "attention_part")
-    dm = g.op("Where", [part, d, far], "attention_distance_part")
-    nearest = g.reduce_max(dm, [0], True, "attention_nearest", op_type="ReduceMin")  # [1, N]
-    z = g.op("Mul", [g.op("Sub", [dm, nearest], "attention_delta"), g.const(dt(1.0 / (2.0 * forest.tau)), "attention_inv_2tau")], "attention_z")
+    if forest.tree_scales is None:  # ABRF-1: -(d - nearest) / (2 tau), scaled last (no overflow however small tau)
+        dm = g.op("Where", [part, d, far], "attention_distance_part")
+        nearest = g.reduce_max(dm, [0], True, "attention_nearest", op_type="ReduceMin")  # [1, N]
+        z = g.op("Mul", [g.op("Sub", [dm, nearest], "attention_delta"), g.const(dt(1.0 / (2.0 * forest.tau)), "attention_inv_2tau")], "attention_z")
+    else:  # ABRF-2/3: d v_k / 2 per tree first (v_k / 2 <= 1/2: no overflow), then less the nearest
+        scales = g.const((forest.tree_scales[exit.order] / 2.0).astype(dtype)[:, None], "attention_tree_scales")
+        dm = g.op("Where", [part, g.op("Mul", [d, scales], "attention_scaled"), far], "attention_distance_part")
+        nearest = g.reduce_max(dm, [0], True, "attention_nearest", op_type="ReduceMin")  # [1, N]
+        z = g.op("Sub", [dm, nearest], "attention_z")
     e = g.op("Where", [part, g.op("Exp", [g.op("Neg", [z], "attention_neg_z")], "attention_exp"), zero], "attention_e")
     count = g.reduce_sum(g.op("Cast", [part], "attention_part_n", to=ONNX_TYPE[dtype]), [0], True, "attention_parts")
     none = g.op("Less", [count, g.const(dt(0.5), "attention_half")], "attention_none")  # [1, N]: all alike
