@@ -170,6 +170,13 @@ def test_attend_convert_verify(files, capsys):
     assert "PASS" in capsys.readouterr().out
     assert main(["--safe", "verify", str(out), str(onnx_path), "--data", str(files / "X.npy")]) == 0  # (no pickle read)
     capsys.readouterr()
+    plain = files / "forest.onnx"
+    assert main(["convert", str(files / "forest.joblib"), "-o", str(plain)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(out), str(plain)]) == 1
+    assert "the graph is a plain forest's" in capsys.readouterr().err
+    assert main(["verify", str(files / "forest.joblib"), str(onnx_path)]) == 1
+    assert "the graph is an attention forest's (ABRF-1)" in capsys.readouterr().err
     for command in (["inspect", str(out)], ["bench", str(out), "--rows", "10", "--batch", "1", "--no-peers"]):
         assert main(command) == 2
         assert "an attention-based forest" in capsys.readouterr().err

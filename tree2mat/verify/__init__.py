@@ -108,6 +108,7 @@ def verify(
     onx, onnx_name, in_dtype = _load_graph(onnx_model_or_path, subject.n_features, runtime)
     source, kinds = _rows_source(subject, data, in_dtype, rows, seed)
     meta = _metadata(onx)
+    _check_kind(meta, subject)
     onx_run, leaf_ids = _with_leaf_output(onx, subject.ens, in_dtype)
     chunk, data_rows = _chunk_rows(meta, subject)
     # (a graph that walks small batches another way: every row both ways, one report line each)
@@ -154,6 +155,17 @@ def _rows_source(subject: Subject, data: Any, dtype: np.dtype, rows: int, seed: 
         raise DataError(f"data has shape ({source.n_rows if source.n_rows is not None else 'N'}, {source.n_features}); "
                         f"the model expects [N, {subject.n_features}]")
     return source, None
+
+
+def _check_kind(meta: dict[str, str], subject: Subject) -> None:
+    """A VerificationError where a tree2mat graph of an attention forest meets a plain model, or
+    the other way round (its values would all differ: say why instead)."""
+    graph = meta.get("tree2mat.attention")
+    forest = attention.as_forest(subject.model)
+    if graph is not None and forest is None:
+        raise VerificationError(f"the graph is an attention forest's ({graph}); verify it against the attention forest's file (tree2mat attend wrote it)")
+    if forest is not None and graph is None and "tree2mat.form" in meta:
+        raise VerificationError(f"the graph is a plain forest's; {subject.name} is an attention forest: verify the graph tree2mat convert wrote of it")
 
 
 def _default_atol(subject: Subject, arithmetic: str) -> float:
