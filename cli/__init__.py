@@ -279,46 +279,61 @@ def attend(
     seed: int = typer.Option(0, "--seed", help="Seed of the folds' shuffle."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object on stdout instead of the table."),
 ) -> None:
-    """Fit an attention-based random forest (ABRF) on MODEL's trees: print the forest's and the ABRF's cross-validated R^2 and MAE (classifiers: accuracy and log-loss), write OUT."""
+    """Fit an attention-based random forest (ABRF) on MODEL's trees and write it to OUT; print the forest's R^2 and MAE (classifiers: accuracy and log-loss) as fitted, next to the ABRF's, cross-validated (epsilon and tau chosen within each training fold)."""
+    import tree2mat
     from tree2mat import attention
     from tree2mat.data import load_labelled
 
     if str(output) == "-":
         raise OptionError("-o -: the attention forest is a file; name it, e.g. forest.abrf.json")
     _check_output("-o", output)
+    for given, what in ((model, "MODEL"), (data, "--data"), (Path(target) if target else None, "--target")):
+        if given is not None and given.exists() and output.exists() and output.resolve() == given.resolve():
+            raise OptionError(f"-o {output} is {what}: write the attention forest to another file")
     eps, temp = _auto_number("--epsilon", epsilon), _auto_number("--tau", tau)
     first = attention.check_variant(variant, eps, loss)  # (before any work)
     X, y = load_labelled(data, target)
     start = time.perf_counter()
     with _libraries_to_stderr():
-        chosen = attention.select(model, X, y, epsilon=first, tau=temp, loss=loss, folds=folds, seed=seed)
-        forest = attention.fit(model, X, y, epsilon=chosen.epsilon, tau=chosen.tau, loss=loss, variant=variant)
+        ens = tree2mat.load(model)  # (read once: select, fit and the scores take the IR)
+        chosen = attention.select(ens, X, y, epsilon=first, tau=temp, loss=loss, folds=folds, seed=seed)
+        forest = attention.fit(ens, X, y, epsilon=chosen.epsilon, tau=chosen.tau, loss=loss, variant=variant)
         seconds = time.perf_counter() - start
-        held = chosen.held_out if variant == 1 else attention.held_out(
-            model, X, y, epsilon=chosen.epsilon, tau=chosen.tau, variant=variant, loss=loss, folds=folds, seed=seed,
-        )
+        # the ABRF's score: each fold predicted by the ABRF fitted on the others, epsilon and tau chosen there (nested)
+        held = attention.held_out(ens, X, y, epsilon=first, tau=temp, variant=variant, loss=loss, folds=folds, seed=seed)
         size = forest.save(output)
+    chosen_eps = eps == "auto" and variant != 2
     info: dict[str, Any] = {
         "schema": ATTEND_SCHEMA, "path": str(output), "bytes": size, "variant": variant, "loss": loss, "rows": int(X.shape[0]),
-        "folds": folds, "seed": seed, "epsilon": forest.epsilon, "tau": forest.tau, "auto": {"epsilon": eps == "auto", "tau": temp == "auto"},
-        "forest": attention.scores(y, chosen.forest_predictions, forest.classes),
-        "attention": attention.scores(y, held, forest.classes),
+        "folds": folds, "seed": seed, "epsilon": forest.epsilon, "tau": forest.tau, "auto": {"epsilon": chosen_eps, "tau": temp == "auto"},
+        "forest": _finite(attention.scores(y, chosen.forest_predictions, forest.classes)),
+        "attention": _finite(attention.scores(y, held, forest.classes)),
         "n_trees": forest.n_trees, "weights_nonzero": int(np.count_nonzero(forest.weights)), "seconds": round(seconds, 3),
     }
     if json_out:
         typer.echo(json.dumps(info, indent=1))
         return
-    first, second = ("accuracy", "log_loss") if forest.is_classifier else ("r2", "mae")
-    typer.echo(f"{'':22}{'accuracy' if forest.is_classifier else 'R^2':>9}{'log-loss' if forest.is_classifier else 'MAE':>11}")
+    first_score, second_score = ("accuracy", "log_loss") if forest.is_classifier else ("r2", "mae")
+    typer.echo(f"{'':24}{'accuracy' if forest.is_classifier else 'R^2':>9}{'log-loss' if forest.is_classifier else 'MAE':>11}")
     for name, got in (("forest (as fitted)", info["forest"]), (f"ABRF-{variant} ({folds}-fold CV)", info["attention"])):
-        typer.echo(f"{name:22}{got[first]:>9.4f}{got[second]:>11.4g}")
+        typer.echo(f"{name:24}{_figure(got[first_score], '.4f'):>9}{_figure(got[second_score], '.4g'):>11}")
     how = lambda auto: "cross-validated" if auto else "given"  # noqa: E731
+    eps_how = "ABRF-2 has none" if variant == 2 else how(chosen_eps)
     start_note = "" if variant == 1 else ", where the gradient fit of v and z started"
     typer.echo(
-        f"epsilon {forest.epsilon:g} ({how(eps == 'auto' and variant != 2)}), tau {forest.tau:.4g} ({how(temp == 'auto')}{start_note}), "
+        f"epsilon {forest.epsilon:g} ({eps_how}), tau {forest.tau:.4g} ({how(temp == 'auto')}{start_note}), "
         f"loss {loss}; {info['weights_nonzero']} of {forest.n_trees} trees weigh in w; fitted in {seconds:.2f} s on {X.shape[0]} rows"
     )
     typer.echo(f"wrote {output} ({_human(size)}): tree2mat convert {output} -o OUT.onnx")
+
+
+def _finite(figures: dict[str, float]) -> dict[str, float | None]:
+    """Figures for JSON: NaN (R^2 of a constant target) as null."""
+    return {k: (v if np.isfinite(v) else None) for k, v in figures.items()}
+
+
+def _figure(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 def _auto_number(flag: str, text: str) -> float | str:

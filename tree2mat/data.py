@@ -146,7 +146,10 @@ def load_labelled(path: str | Path, target: str | None = None) -> tuple[np.ndarr
         raise DataError(f"{path}: unknown data file type {suffix!r}; rows with targets come as .npz, .npy (and --target y.npy), .csv or .parquet")
     if target is None:
         raise DataError(f"{path}: name the column of targets with --target (its header name or 0-based number)")
-    table = load_data(path)
+    try:
+        table = load_data(path)
+    except DataError as exc:
+        raise DataError(f"{exc} (every column of a .csv or .parquet must be numbers: give text labels in a .npz or .npy)") from exc
     names = _column_names(path)
     if target in names:
         column = names.index(target)

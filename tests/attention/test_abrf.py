@@ -391,3 +391,46 @@ def test_an_abrf_3_file_loads_and_predicts_the_same(forest, tmp_path):
     back = attention.load(tmp_path / "m.json")
     assert back.variant == 3 and back.tree_scales is not None and back.feature_weights is not None
     np.testing.assert_array_equal(back.predict(HOLES[200:]), abrf.predict(HOLES[200:]))
+
+
+def test_abrf_3_is_eq_24_on_scikit_learn_s_means_and_trees(forest):
+    abrf = attention.fit(forest, X[:200], Y[:200], variant=3, epsilon=0.5, tau=1.0)
+    v, z, w = abrf.tree_scales, abrf.feature_weights, abrf.weights
+    rows = X[200:]
+    A = _sklearn_means(forest, X[:200], rows)
+    logits = -np.sum(((rows[:, None, :] - A) * z) ** 2, axis=2) * v[None, :] / 2
+    soft = np.exp(logits - logits.max(axis=1, keepdims=True))
+    soft /= soft.sum(axis=1, keepdims=True)
+    trees = np.stack([t.predict(rows) for t in forest.estimators_], axis=1)
+    np.testing.assert_allclose(abrf.predict(rows), np.sum((0.5 * soft + 0.5 * w[None, :]) * trees, axis=1), rtol=1e-9)
+    # the objective with other weights keeps v and z
+    other = np.full(abrf.n_trees, 1 / abrf.n_trees)
+    expected = np.sum((Y[:200] - np.sum((0.5 * abrf.softmax_weights(X[:200]) + 0.5 * other[None, :]) * np.stack(
+        [t.predict(X[:200]) for t in forest.estimators_], axis=1), axis=1)) ** 2)
+    assert attention.objective(abrf, X[:200], Y[:200], other) == pytest.approx(expected, rel=1e-9)
+
+
+def test_labels_in_object_arrays_are_text(classifier):
+    labels = LABELS[:200].astype(object)
+    abrf = attention.fit(classifier, X[:200], labels, epsilon=0.5, tau=1.0)
+    expected = attention.fit(classifier, X[:200], LABELS[:200], epsilon=0.5, tau=1.0)
+    np.testing.assert_array_equal(abrf.weights, expected.weights)
+
+
+def test_infinite_fitting_rows_are_refused(forest):
+    rows = X[:200].copy()
+    rows[3, 1] = np.inf
+    with pytest.raises(DataError, match=r"X holds \+-inf"):
+        attention.fit(forest, rows, Y[:200], epsilon=0.5, tau=1.0)
+
+
+def test_held_out_predictions_come_from_fits_without_the_row(forest):
+    """held_out: the rows shuffled by the seed, split in 3; each fold predicted by an ABRF whose
+    epsilon and tau were chosen (and w fitted) on the other two folds alone (nested)."""
+    rows, targets = X[:120], Y[:120]
+    got = attention.held_out(forest, rows, targets, folds=3, seed=4)
+    for out in np.array_split(np.random.default_rng(4).permutation(120), 3):
+        keep = np.setdiff1d(np.arange(120), out)
+        inner = attention.select(forest, rows[keep], targets[keep], folds=3, seed=4)
+        alone = attention.fit(forest, rows[keep], targets[keep], epsilon=inner.epsilon, tau=inner.tau)
+        np.testing.assert_allclose(got[out], alone.predict(rows[out]), rtol=1e-12)

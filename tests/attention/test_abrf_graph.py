@@ -97,18 +97,20 @@ def test_leaves_no_fitting_row_reached_and_means_missing_a_coordinate():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("data", ["friedman1", "diabetes", "offset"])
+@pytest.mark.parametrize("data", ["friedman1", "diabetes", "offset", "far offset"])
 @pytest.mark.parametrize("factor", [1e-4, 1e-2, 1.0, 100.0])
 def test_verify_s_tolerance_holds_however_sharp_the_softmax(data, factor):
     """verify's default atol for attention graphs, ``2 (F + 1) eps (1 + z) scale`` per row
     (tree2mat.attention.graph.default_atol): the float32 graph against the float64 model, tau
     from 1e-4 to 100 times the distance scale, on features near 0, of a few hundredths (the
-    diabetes data) and around 1000 (an offset); the largest error measured is reported here as a
-    fraction of ``(F + 1) eps (1 + z) scale`` (0.44 when written)."""
+    diabetes data), around 1000 (an offset) and at 10 000 +- 0.01 (an offset far beyond the
+    spread: the graph centres the features); the largest error is held below half of
+    ``(F + 1) eps (1 + z) scale``."""
     Xd, yd = {
         "friedman1": lambda: make_friedman1(n_samples=500, noise=1.0, random_state=0),
         "diabetes": lambda: load_diabetes(return_X_y=True),
         "offset": lambda: (make_friedman1(n_samples=500, random_state=1)[0] * 100 + 1000, make_friedman1(n_samples=500, random_state=1)[1]),
+        "far offset": lambda: (make_friedman1(n_samples=500, random_state=1)[0] * 0.01 + 1e4, make_friedman1(n_samples=500, random_state=1)[1]),
     }[data]()
     model = ExtraTreesRegressor(n_estimators=40, max_depth=8, random_state=0).fit(Xd[:350], yd[:350])
     leaves = attention.evaluate.apply(tree2mat.load(model), Xd[:350])
@@ -160,8 +162,8 @@ def test_attend_convert_verify(files, capsys):
     assert info["schema"] == 1 and info["rows"] == 150 and info["auto"] == {"epsilon": True, "tau": True}
     abrf = attention.load(out)
     assert (abrf.epsilon, abrf.tau) == (info["epsilon"], info["tau"])
-    chosen = attention.select(files / "forest.joblib", X[250:], Y[250:], folds=3)
-    assert info["attention"] == pytest.approx(attention.scores(Y[250:], chosen.held_out))
+    held = attention.held_out(files / "forest.joblib", X[250:], Y[250:], folds=3)  # (nested: tests/attention/test_abrf.py)
+    assert info["attention"] == pytest.approx(attention.scores(Y[250:], held))
     assert info["forest"]["r2"] == pytest.approx(1 - np.sum((Y[250:] - attention.evaluate.predict(abrf.ensemble, X[250:])["variable"][:, 0]) ** 2) / np.sum((Y[250:] - Y[250:].mean()) ** 2))
     onnx_path = files / "forest.abrf.onnx"
     assert main(["convert", str(out), "-o", str(onnx_path)]) == 0
@@ -276,7 +278,29 @@ def test_attend_variant_3(files, capsys):
     info = json.loads(capsys.readouterr().out)
     abrf = attention.load(out)
     assert info["variant"] == 3 and abrf.variant == 3 and abrf.epsilon == info["epsilon"]
-    held = attention.held_out(files / "forest.joblib", X[250:], Y[250:], epsilon=info["epsilon"], tau=info["tau"], variant=3, folds=3)
+    held = attention.held_out(files / "forest.joblib", X[250:], Y[250:], variant=3, folds=3)  # (epsilon, tau chosen per fold)
     assert info["attention"] == pytest.approx(attention.scores(Y[250:], held))
     assert main(["attend", str(files / "forest.joblib"), "--data", str(files / "rows.npz"), "-o", str(out), "--variant", "2", "--epsilon", "0.5"]) == 2
     assert "ABRF-2 has no contamination" in capsys.readouterr().err
+
+
+def test_verify_says_how_many_rows_are_too_far_to_check_in_float32(forest):
+    """A row far from every leaf mean (relative to tau) gets a tolerance past the values' range:
+    verify counts such rows in a note rather than let them pass unsaid."""
+    abrf = attention.fit(forest, X[:250], Y[:250], epsilon=0.5, tau=1e-3)
+    rows = X[250:260].copy()
+    rows[:3, 0] = 1e4
+    report = tree2mat.verify(abrf, tree2mat.convert(abrf), rows)
+    assert report.passed, report.summary()
+    assert any(note.startswith("3 rows lie so far from every leaf mean") for note in report.notes), report.notes
+    near = tree2mat.verify(abrf, tree2mat.convert(abrf), X[250:260])
+    assert not any("so far from every leaf mean" in note for note in near.notes)
+
+
+def test_attend_json_writes_null_for_an_undefined_r2(files, capsys):
+    np.savez(files / "flat.npz", X=X[250:], y=np.full(150, 3.0))
+    out = files / "flat.json"
+    assert main(["attend", str(files / "forest.joblib"), "--data", str(files / "flat.npz"), "-o", str(out), "--folds", "2",
+                 "--epsilon", "0.5", "--tau", "1", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)  # (strict JSON: no NaN token)
+    assert info["forest"]["r2"] is None and info["attention"]["r2"] is None and info["forest"]["mae"] > 0

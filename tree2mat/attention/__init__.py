@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,7 @@ FAR = float(np.finfo(np.float32).max)
 FORMAT_VERSION = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AttentionForest:
     """An ABRF model: the forest's IR, the training rows' leaf means, and the attention's
     parameters (ABRF-1: ``epsilon``, ``tau``, ``weights``; ABRF-2/3: ``tree_scales`` and
@@ -169,7 +169,7 @@ class AttentionForest:
 
     def save(self, path: str | Path) -> int:
         """Write the model to ``path`` (JSON, atomically); the bytes written."""
-        return atomic_write(path, (json.dumps(self.to_dict(), indent=1) + "\n").encode())
+        return atomic_write(path, (json.dumps(self.to_dict(), separators=(",", ":")) + "\n").encode())
 
 
 def load(path: str | Path) -> AttentionForest:
@@ -289,11 +289,12 @@ def check_variant(variant: Any, epsilon: Choice, loss: str) -> Choice:
 
 
 def held_out(
-    model: Any, X: np.ndarray, y: np.ndarray, *, epsilon: float, tau: float, variant: int = 1, loss: str = "l2",
+    model: Any, X: np.ndarray, y: np.ndarray, *, epsilon: Choice = "auto", tau: Choice = "auto", variant: int = 1, loss: str = "l2",
     folds: int = 5, seed: int = 0,
 ) -> np.ndarray:
-    """Each row's prediction by the ABRF fitted (:func:`fit`, with these ``epsilon`` and ``tau``)
-    on the other folds (the rows shuffled by ``seed``, as :func:`select` splits them): [N], a
+    """Each row's prediction by the ABRF fitted (:func:`fit`, with these ``epsilon`` and ``tau``:
+    ``"auto"`` chooses them within each fit, on its rows alone: nested cross-validation) on the
+    other folds (the rows shuffled by ``seed``, as :func:`select` splits them): [N], a
     classifier's probabilities [N, C]."""
     ens, X, _ = _inputs(model, X, y, loss)
     if not (isinstance(folds, int) and 2 <= folds <= X.shape[0]):
@@ -302,7 +303,7 @@ def held_out(
     out = None
     for rows in np.array_split(np.random.default_rng(seed).permutation(X.shape[0]), folds):
         keep = np.setdiff1d(np.arange(X.shape[0]), rows)
-        fitted = fit(ens, X[keep], y[keep], epsilon=epsilon, tau=tau, variant=variant, loss=loss)
+        fitted = fit(ens, X[keep], y[keep], epsilon=epsilon, tau=tau, variant=variant, loss=loss, folds=min(folds, keep.size), seed=seed)
         got = fitted.outputs(X[rows])
         out = np.empty((X.shape[0], got.shape[1])) if out is None else out
         out[rows] = got
@@ -425,6 +426,8 @@ def _inputs(model: Any, X: Any, y: Any, loss: str) -> tuple[Ensemble, np.ndarray
     ens = frontends.load_model(model)[1]
     _check_forest(ens)
     X = _rows(X, ens.n_features)
+    if np.isinf(X).any():
+        raise DataError("X holds +-inf: the leaf means are means of the fitting rows' values (NaN is a missing value; +-inf has no mean)")
     return ens, X, _targets(y, X.shape[0], ens)
 
 
@@ -501,13 +504,13 @@ def _distance_scale(ens: Ensemble, X: np.ndarray, leaves: np.ndarray) -> float:
 
 
 def _epsilon(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) or not 0.0 <= value <= 1.0:
         raise OptionError(f"--epsilon must be auto or a number in [0, 1], got {value!r}")
     return float(value)
 
 
 def _tau(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) or not (math.isfinite(value) and value > 0):
         raise OptionError(f"--tau must be auto or a finite number > 0, got {value!r}")
     return float(value)
 
@@ -520,7 +523,7 @@ def _targets(y: Any, n: int, ens: Ensemble) -> np.ndarray:
         raise DataError(f"y has {y.shape[0]} values for {n} rows")
     if ens.task is Task.CLASSIFICATION:
         classes = ens.classes[0]
-        hot = np.stack([y == c for c in classes], axis=1) if y.dtype.kind in "biufUS" else np.zeros((n, len(classes)), bool)
+        hot = one_hot(y, classes)
         unknown = ~hot.any(axis=1)
         if unknown.any():
             raise DataError(f"y holds {str(y[np.flatnonzero(unknown)[0]])!r:.40}, which is none of the forest's classes ({', '.join(map(str, classes[:10]))})")
@@ -550,13 +553,22 @@ def leaf_means(ens: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) -
     return tuple(means), tuple(counts)
 
 
+def one_hot(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Bool [N, C]: which of ``classes`` each label of ``y`` is (none for an unknown label);
+    text (str or object arrays) compared as text, numbers as numbers."""
+    y, classes = np.asarray(y).reshape(-1), np.asarray(classes)
+    if y.dtype.kind in "OUS" or classes.dtype.kind in "OUS":
+        return y.astype(str)[:, None] == classes.astype(str)[None, :]
+    return y[:, None] == classes[None, :]
+
+
 def scores(y: np.ndarray, predictions: np.ndarray, classes: np.ndarray | None = None) -> dict[str, float]:
     """R^2 and the mean absolute error of a regressor's ``predictions`` of the targets ``y``;
     with ``classes``, the accuracy and log-loss of a classifier's probabilities [N, C] of the
     labels ``y`` (probabilities clipped to float64's epsilon, as scikit-learn's ``log_loss``)."""
     if classes is not None:
         proba = np.asarray(predictions, np.float64)
-        truth = np.argmax(np.stack([np.asarray(y) == c for c in classes], axis=1), axis=1)
+        truth = np.argmax(one_hot(y, classes), axis=1)
         eps = float(np.finfo(np.float64).eps)
         chosen = np.clip(proba[np.arange(len(truth)), truth], eps, 1.0)
         return {"accuracy": float(np.mean(np.argmax(proba, axis=1) == truth)), "log_loss": float(-np.mean(np.log(chosen)))}
@@ -570,9 +582,7 @@ def objective(forest: AttentionForest, X: np.ndarray, y: np.ndarray, weights: np
     """The training objective of ``forest`` (or of it with other tree weights ``w``): the sum of
     squared errors (L2, eq. 15; a classifier's over its one-hot targets, eq. 30) or of absolute
     errors (L1, eq. 18)."""
-    model = forest if weights is None else AttentionForest(
-        forest.ensemble, forest.leaf_means, forest.leaf_counts, forest.epsilon, forest.tau, np.asarray(weights, np.float64), forest.loss,
-    )
+    model = forest if weights is None else replace(forest, weights=np.asarray(weights, np.float64))
     error = _targets(y, np.asarray(y).shape[0], forest.ensemble) - model.outputs(X)
     return float(np.sum(error**2) if forest.loss == "l2" else np.sum(np.abs(error)))
 

@@ -20,6 +20,7 @@ weights round in float32 (see :func:`default_atol`).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -36,20 +37,25 @@ from tree2mat.forms._layout import Exit
 
 def constant_bytes(forest: AttentionForest, dtype: np.dtype = np.dtype(np.float32)) -> int:
     """Bytes of the attention's constants, a bound: the leaf means (and their 0/1 presence
-    table, where a mean lacks a coordinate), leaf values and reached flags, per tree at each
-    position of the form's exit (at most 2L: a walk's exit is a node), and the offsets."""
-    T, L, F = forest.n_trees, _max_leaves(forest), forest.ensemble.n_features
-    tables = 2 if _has_missing(forest) else 1
-    return (tables * F + 2) * T * 2 * L * dtype.itemsize + 8 * T
+    table, where a mean lacks a coordinate; none where epsilon is 1), leaf values (K wide: a
+    classifier's classes) and reached flags, per tree at each position of the form's exit (at
+    most 2L: a walk's exit is a node), and the offsets."""
+    T, L, K = forest.n_trees, _max_leaves(forest), forest.ensemble.n_outputs
+    return (_mean_tables(forest) * forest.ensemble.n_features + K + 1) * T * 2 * L * dtype.itemsize + 8 * T
 
 
 def bytes_per_row(forest: AttentionForest, dtype: np.dtype = np.dtype(np.float32)) -> int:
     """Runtime memory per row of the attention's largest intermediates: the gathered means, the
-    differences and their squares [T, F] (the presence table's too, where there is one), and a
-    dozen [T] vectors."""
-    T, F = forest.n_trees, forest.ensemble.n_features
-    per_cell = 4 if _has_missing(forest) else 3
-    return per_cell * T * F * dtype.itemsize + 12 * T * 8
+    differences and their squares [T, F] (the presence table's too, where there is one), the
+    gathered and weighted values [T, K], and a dozen [T] vectors."""
+    T, F, K = forest.n_trees, forest.ensemble.n_features, forest.ensemble.n_outputs
+    return (_mean_tables(forest) + 2) * T * F * dtype.itemsize * (forest.epsilon < 1.0) + 2 * T * K * dtype.itemsize + 12 * T * 8
+
+
+def _mean_tables(forest: AttentionForest) -> int:
+    """The [T, L, F] tables the graph holds: the means and, where a mean lacks a coordinate,
+    their presence; none where epsilon is 1 (no softmax)."""
+    return 0 if forest.epsilon == 1.0 else 2 if _has_missing(forest) else 1
 
 
 def build(forest: AttentionForest, options: ConvertOptions, progress: Progress = quiet) -> onnx.ModelProto:
@@ -87,8 +93,8 @@ def build(forest: AttentionForest, options: ConvertOptions, progress: Progress =
 
 def default_atol(forest: AttentionForest, arithmetic: str = "float32") -> float:
     """``verify``'s default absolute tolerance for an attention graph, per unit of a row's
-    distance: a row whose nearest leaf mean is ``z = d / (2 tau)`` away
-    (:meth:`AttentionForest.nearest`) is held to ``atol x (1 + z)``. Each distance rounds to
+    distance: a row whose smallest softmax argument is ``z`` (``d / (2 tau)``; ABRF-2/3: ``d v_k
+    / 2``; :meth:`AttentionForest.nearest`) is held to ``atol x (1 + z)``. Each distance rounds to
     about ``F eps`` of itself in the graph's ``arithmetic`` (F coordinates summed), so each
     weight to about ``F eps z``: ``atol = 2 (F + 1) eps (1 + max |leaf value|)``.
     tests/attention/test_abrf_graph.py measured at most 0.44 of ``(F + 1) eps (1 + z) scale`` on
@@ -99,10 +105,31 @@ def default_atol(forest: AttentionForest, arithmetic: str = "float32") -> float:
     return 2.0 * (forest.ensemble.n_features + 1) * eps * scale
 
 
+def value_span(forest: AttentionForest) -> float:
+    """The range the graph's values lie in: a regressor's leaf values', a classifier's
+    probabilities' (1)."""
+    if forest.is_classifier:
+        return 1.0
+    values = np.concatenate([t.value[:, 0] for t in forest.ensemble.trees])
+    return float(values.max() - values.min())
+
+
 # ---------------------------------------------------------------------------------------- inside
 
 def _max_leaves(forest: AttentionForest) -> int:
     return max(t.n_leaves for t in forest.ensemble.trees)
+
+
+def _center(forest: AttentionForest) -> np.ndarray:
+    """Per feature, the median of the leaf means' coordinates (0 where none holds one): the graph
+    subtracts it from the rows and holds the means less it, so that float32 rounds the
+    differences to their own size, not to the features' (a feature of 1000 +- 0.01 would lose
+    its digits to the 1000)."""
+    held = np.concatenate([m[c > 0] for m, c in zip(forest.leaf_means, forest.leaf_counts)], axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (a feature no mean holds)
+        center = np.nanmedian(held, axis=0) if held.size else np.zeros(forest.ensemble.n_features)
+    return np.nan_to_num(center, nan=0.0)
 
 
 def _has_missing(forest: AttentionForest) -> bool:
@@ -122,14 +149,14 @@ def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype)
     present = np.zeros((T * L, F), dtype)
     values = np.zeros((T * L, ens.n_outputs), dtype)
     reached = np.zeros((T * L, 1), dtype)
+    center = _center(forest).astype(dtype)
     for k, tree in enumerate(ens.trees):
         m, rows = forest.leaf_means[k], slice(k * L, k * L + tree.n_leaves)
-        means[rows] = np.nan_to_num(m, nan=0.0)
+        means[rows] = np.nan_to_num(m - center.astype(np.float64), nan=0.0)
         present[rows] = ~np.isnan(m)
         values[rows] = tree.value
         reached[rows, 0] = forest.leaf_counts[k] > 0
     weights = forest.weights[exit.order]
-    zero = g.const(dt(0), "attention_zero")
 
     def rows_of(table: np.ndarray, hint: str, squeeze: bool = False) -> str:  # [T * L, K] by the exit: [T, N, K]
         laid = exit.per_slot(table, L).reshape(T * S, -1)
@@ -137,41 +164,46 @@ def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype)
 
     offsets = (np.arange(T) * S).astype(exit.index_dtype)[:, None]
     idx = g.op("Add", [exit.index, g.const(offsets, "attention_offsets")], "attention_index")  # [T, N] into [T * S] tables
-    x_nan = g.op("IsNaN", ["input"], "attention_x_missing")
-    x0 = g.unsqueeze(g.op("Where", [x_nan, zero, "input"], "attention_x"), [0], "attention_x_trees")  # [1, N, F]
-    diff = g.op("Sub", [x0, rows_of(means, "attention_means")], "attention_diff")  # [T, N, F]
-    if forest.feature_weights is not None:  # ABRF-2/3: (x - A) o z
-        diff = g.op("Mul", [diff, g.const(forest.feature_weights.astype(dtype)[None, None, :], "attention_feature_weights")], "attention_diff_z")
-    both = g.unsqueeze(g.op("Not", [x_nan], "attention_x_present"), [0], "attention_x_present_trees")  # [1, N, F]
-    if _has_missing(forest):
-        held = g.op("Cast", [rows_of(present, "attention_mean_present")], "attention_held", to=onnx.TensorProto.BOOL)
-        both = g.op("And", [both, held], "attention_both")
-    squares = g.op("Where", [both, g.op("Mul", [diff, diff], "attention_squares"), zero], "attention_squares_held")
-    d = g.reduce_sum(squares, [2], False, "attention_distance")  # [T, N]; +inf where it overflows
-    far = g.const(dt(FAR), "attention_far")
-    has_mean = g.op("Cast", [rows_of(reached, "attention_reached", squeeze=True)], "attention_has_mean", to=onnx.TensorProto.BOOL)
-    part = g.op("And", [has_mean, g.op("Not", [g.op("Greater", [d, far], "attention_too_far")], "attention_near")], "attention_part")
-    if forest.tree_scales is None:  # ABRF-1: -(d - nearest) / (2 tau), scaled last (no overflow however small tau)
-        dm = g.op("Where", [part, d, far], "attention_distance_part")
-        nearest = g.reduce_max(dm, [0], True, "attention_nearest", op_type="ReduceMin")  # [1, N]
-        z = g.op("Mul", [g.op("Sub", [dm, nearest], "attention_delta"), g.const(dt(1.0 / (2.0 * forest.tau)), "attention_inv_2tau")], "attention_z")
-    else:  # ABRF-2/3: d v_k / 2 per tree first (v_k / 2 <= 1/2: no overflow), then less the nearest
-        scales = g.const((forest.tree_scales[exit.order] / 2.0).astype(dtype)[:, None], "attention_tree_scales")
-        dm = g.op("Where", [part, g.op("Mul", [d, scales], "attention_scaled"), far], "attention_distance_part")
-        nearest = g.reduce_max(dm, [0], True, "attention_nearest", op_type="ReduceMin")  # [1, N]
-        z = g.op("Sub", [dm, nearest], "attention_z")
-    e = g.op("Where", [part, g.op("Exp", [g.op("Neg", [z], "attention_neg_z")], "attention_exp"), zero], "attention_e")
-    count = g.reduce_sum(g.op("Cast", [part], "attention_part_n", to=ONNX_TYPE[dtype]), [0], True, "attention_parts")
-    none = g.op("Less", [count, g.const(dt(0.5), "attention_half")], "attention_none")  # [1, N]: all alike
-    e = g.op("Where", [none, g.const(dt(1), "attention_one"), e], "attention_e_all")
-    soft = g.op("Div", [e, g.reduce_sum(e, [0], True, "attention_e_sum")], "attention_softmax")
+
+    def softmax() -> str:  # [T, N]: the softmax over the trees that take part
+        zero = g.const(dt(0), "attention_zero")
+        x_nan = g.op("IsNaN", ["input"], "attention_x_missing")
+        centered = g.op("Sub", ["input", g.const(center[None, :], "attention_center")], "attention_x_centered")
+        x0 = g.unsqueeze(g.op("Where", [x_nan, zero, centered], "attention_x"), [0], "attention_x_trees")  # [1, N, F]
+        diff = g.op("Sub", [x0, rows_of(means, "attention_means")], "attention_diff")  # [T, N, F]
+        if forest.feature_weights is not None:  # ABRF-2/3: (x - A) o z
+            diff = g.op("Mul", [diff, g.const(forest.feature_weights.astype(dtype)[None, None, :], "attention_feature_weights")], "attention_diff_z")
+        both = g.unsqueeze(g.op("Not", [x_nan], "attention_x_present"), [0], "attention_x_present_trees")  # [1, N, F]
+        if _has_missing(forest):
+            held = g.op("Cast", [rows_of(present, "attention_mean_present")], "attention_held", to=onnx.TensorProto.BOOL)
+            both = g.op("And", [both, held], "attention_both")
+        squares = g.op("Where", [both, g.op("Mul", [diff, diff], "attention_squares"), zero], "attention_squares_held")
+        d = g.reduce_sum(squares, [2], False, "attention_distance")  # [T, N]; +inf where it overflows
+        far = g.const(dt(FAR), "attention_far")
+        has_mean = g.op("Cast", [rows_of(reached, "attention_reached", squeeze=True)], "attention_has_mean", to=onnx.TensorProto.BOOL)
+        part = g.op("And", [has_mean, g.op("Not", [g.op("Greater", [d, far], "attention_too_far")], "attention_near")], "attention_part")
+        if forest.tree_scales is None:  # ABRF-1: -(d - nearest) / (2 tau), scaled last (no overflow however small tau)
+            dm = g.op("Where", [part, d, far], "attention_distance_part")
+            nearest = g.reduce_max(dm, [0], True, "attention_nearest", op_type="ReduceMin")  # [1, N]
+            z = g.op("Mul", [g.op("Sub", [dm, nearest], "attention_delta"), g.const(dt(1.0 / (2.0 * forest.tau)), "attention_inv_2tau")], "attention_z")
+        else:  # ABRF-2/3: d v_k / 2 per tree first (v_k / 2 <= 1/2: no overflow), then less the nearest
+            scales = g.const((forest.tree_scales[exit.order] / 2.0).astype(dtype)[:, None], "attention_tree_scales")
+            dm = g.op("Where", [part, g.op("Mul", [d, scales], "attention_scaled"), far], "attention_distance_part")
+            nearest = g.reduce_max(dm, [0], True, "attention_nearest", op_type="ReduceMin")  # [1, N]
+            z = g.op("Sub", [dm, nearest], "attention_z")
+        e = g.op("Where", [part, g.op("Exp", [g.op("Neg", [z], "attention_neg_z")], "attention_exp"), zero], "attention_e")
+        count = g.reduce_sum(g.op("Cast", [part], "attention_part_n", to=ONNX_TYPE[dtype]), [0], True, "attention_parts")
+        none = g.op("Less", [count, g.const(dt(0.5), "attention_half")], "attention_none")  # [1, N]: all alike
+        e = g.op("Where", [none, g.const(dt(1), "attention_one"), e], "attention_e_all")
+        return g.op("Div", [e, g.reduce_sum(e, [0], True, "attention_e_sum")], "attention_softmax")
+
     eps = forest.epsilon
     if eps == 0.0:
-        alpha = soft
-    elif eps == 1.0:
+        alpha = softmax()
+    elif eps == 1.0:  # (the weights alone: no distance, no softmax)
         alpha = g.const(weights.astype(dtype)[:, None], "attention_weights")
     else:
-        alpha = g.op("Add", [g.op("Mul", [soft, g.const(dt(1.0 - eps), "attention_one_minus_eps")], "attention_soft_part"),
+        alpha = g.op("Add", [g.op("Mul", [softmax(), g.const(dt(1.0 - eps), "attention_one_minus_eps")], "attention_soft_part"),
                              g.const((eps * weights).astype(dtype)[:, None], "attention_eps_w")], "attention_alpha")
     if not forest.is_classifier:
         weighted = g.op("Mul", [alpha, rows_of(values, "attention_values", squeeze=True)], "attention_weighted")  # [T, N]

@@ -20,7 +20,7 @@ graph), :mod:`~tree2mat.verify.checks` (one output against the model's) and
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,7 @@ def verify(
         subject, [(GraphRunner(m, dev, runtime), dev, walk, per_run) for dev in devices for walk, m, per_run in graphs],
         _raw(onx, meta, subject), leaf_ids, meta.get("tree2mat.leaf_tensor", ""), atol_v, rtol, max_report,
         forest.nearest if forest is not None and atol is None else None,
+        attention_graph.value_span(forest) if forest is not None else np.inf,
     )
     reports: dict[tuple[str, str, str], OutputReport] = {}
     done = 0
@@ -130,6 +131,12 @@ def verify(
         done += X.shape[0]
         if progress is not None:
             progress(done, source.fraction_read)
+    if checks.loose[0]:
+        notes.append(
+            f"{checks.loose[0] // len(graphs)} rows lie so far from every leaf mean they reach (for the softmax's scale) that "
+            "float32 cannot weigh their trees: their tolerance passes the outputs' whole range, so their values are not "
+            "checked (their routing is); a --dtype float64 graph checks them"
+        )
     return Report(subject.name, onnx_name, done, kinds or {"data": done}, devices, atol_v, rtol, list(reports.values()), notes,
                   f"{runtime} {version}")
 
@@ -211,7 +218,7 @@ def _notes(meta: dict[str, str], subject: Subject, routing: bool, walk_note: str
     if attention.as_forest(subject.model) is not None:
         notes.append(
             "an attention forest: compared with tree2mat.attention's predict (float64); routing exactly, values "
-            "within the rounding of the graph's softmax (by default atol x (1 + the row's distance in units of 2 tau): docs/attention.md)"
+            "within the rounding of the graph's softmax (by default atol x (1 + the row's smallest softmax argument): docs/attention.md)"
         )
     if not routing:
         notes.append("the graph exposes no tree2mat leaf ids: routing checked through outputs only")
@@ -237,6 +244,10 @@ class _Checks:
     #: ``far(X)`` [N]: each row's atol is ``atol x (1 + far(row))`` (an attention forest's default,
     #: see :func:`tree2mat.attention.graph.default_atol`); None: ``atol`` for every row.
     far: Callable[[np.ndarray], np.ndarray] | None = None
+    #: With ``far``: the span of the outputs' values; rows whose atol passes it are counted in
+    #: ``loose`` (their values checked to no purpose: a note says how many).
+    span: float = np.inf
+    loose: list[int] = field(default_factory=lambda: [0])
 
     def chunk(self, X: np.ndarray, names: dict[int, np.ndarray] | None, offset: int) -> Iterator[tuple[str, OutputReport]]:
         """(walk, report) of each output on each run of the rows ``X``, row ``offset`` of the
@@ -252,7 +263,10 @@ class _Checks:
                  X: np.ndarray, offset: int) -> Iterator[OutputReport]:
         """The report of each output of one run: the model's outputs, routing (leaf ids) and a
         ``--leaves`` graph's own leaf output."""
-        atol: Any = self.atol if self.far is None else self.atol * (1.0 + self.far(X))[:, None]
+        atol: Any = self.atol
+        if self.far is not None:
+            atol = self.atol * (1.0 + self.far(X))[:, None]
+            self.loose[0] += int(np.count_nonzero(atol[:, 0] > self.span)) * (dev == self.runners[0][1])
         for name, exp in expected.items():
             if name not in got:
                 yield OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph")
