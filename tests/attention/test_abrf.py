@@ -340,13 +340,17 @@ def test_abrf_2_is_eq_23_on_scikit_learn_s_means_and_trees(forest):
     assert abrf.variant == 2 and abrf.epsilon == 0.0 and abrf.get_params()["variant"] == 2
     v, z = abrf.tree_scales, abrf.feature_weights
     assert (v >= 0).all() and abs(v.sum() - 1) < 1e-12 and (z > 0).all()
-    rows = X[200:]
+    alpha, trees = _eq_23(forest, abrf, X[200:])
+    np.testing.assert_allclose(abrf.predict(X[200:]), np.sum(alpha * trees, axis=1), rtol=1e-9)
+
+
+def _eq_23(forest, abrf, rows):
+    """ABRF-2's softmax (eq. 23) from scikit-learn's leaf means and the model's v and z, and
+    the trees' own predictions, [N, T] each."""
     A = _sklearn_means(forest, X[:200], rows)
-    logits = -np.sum(((rows[:, None, :] - A) * z) ** 2, axis=2) * v[None, :] / 2
-    alpha = np.exp(logits - logits.max(axis=1, keepdims=True))
-    alpha /= alpha.sum(axis=1, keepdims=True)
-    trees = np.stack([t.predict(rows) for t in forest.estimators_], axis=1)
-    np.testing.assert_allclose(abrf.predict(rows), np.sum(alpha * trees, axis=1), rtol=1e-9)
+    logits = -np.sum(((rows[:, None, :] - A) * abrf.feature_weights) ** 2, axis=2) * abrf.tree_scales[None, :] / 2
+    soft = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return soft / soft.sum(axis=1, keepdims=True), np.stack([t.predict(rows) for t in forest.estimators_], axis=1)
 
 
 @pytest.mark.parametrize("variant", [2, 3])
@@ -395,14 +399,8 @@ def test_an_abrf_3_file_loads_and_predicts_the_same(forest, tmp_path):
 
 def test_abrf_3_is_eq_24_on_scikit_learn_s_means_and_trees(forest):
     abrf = attention.fit(forest, X[:200], Y[:200], variant=3, epsilon=0.5, tau=1.0)
-    v, z, w = abrf.tree_scales, abrf.feature_weights, abrf.weights
-    rows = X[200:]
-    A = _sklearn_means(forest, X[:200], rows)
-    logits = -np.sum(((rows[:, None, :] - A) * z) ** 2, axis=2) * v[None, :] / 2
-    soft = np.exp(logits - logits.max(axis=1, keepdims=True))
-    soft /= soft.sum(axis=1, keepdims=True)
-    trees = np.stack([t.predict(rows) for t in forest.estimators_], axis=1)
-    np.testing.assert_allclose(abrf.predict(rows), np.sum((0.5 * soft + 0.5 * w[None, :]) * trees, axis=1), rtol=1e-9)
+    soft, trees = _eq_23(forest, abrf, X[200:])
+    np.testing.assert_allclose(abrf.predict(X[200:]), np.sum((0.5 * soft + 0.5 * abrf.weights[None, :]) * trees, axis=1), rtol=1e-9)
     # the objective with other weights keeps v and z
     other = np.full(abrf.n_trees, 1 / abrf.n_trees)
     expected = np.sum((Y[:200] - np.sum((0.5 * abrf.softmax_weights(X[:200]) + 0.5 * other[None, :]) * np.stack(
