@@ -4,6 +4,7 @@ installing Chromium and the npm packages; skipped elsewhere, as CI has no browse
 - the default graph of each of the runtime matrix's five models routes exactly on onnxruntime-web's
   WebGPU backend (SwiftShader's adapter headless), against the library, leaf ids included; every
   exact form is run too and the outcome written to build/webgpu.json (for the README's table);
+- the default graphs of the matrix's attention forests, against their own predict;
 - the browser example (examples/web) scores its rows on WebGPU with scikit-learn's labels.
 """
 
@@ -22,7 +23,7 @@ from tree2mat.runtimes import NODE_SCRIPT, RUNTIMES, node_modules
 from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
 
 from conftest import ROOT
-from test_runtimes import EXACT, MODELS, SOFT, fitted, graph
+from test_runtimes import EXACT, MODELS, SOFT, attention_forest, fitted, graph
 
 RESULTS = ROOT / "build" / "webgpu.json"
 
@@ -49,6 +50,15 @@ def test_every_model_routes_exactly_on_webgpu(name):
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(done, indent=1))
     assert outcome[default]["passed"], f"the default graph ({default}) on WebGPU: {outcome[default]}"
+
+
+@pytest.mark.parametrize("kind", ["regressor", "classifier", "ABRF-3"])
+def test_attention_forests_default_graphs_on_webgpu(kind):
+    """An attention forest's default graph (tree2mat.attention): routing exact, values within
+    the softmax's rounding, labels identical."""
+    abrf = attention_forest(kind)
+    report = tree2mat.verify(abrf, tree2mat.convert(abrf), runtime="webgpu", rows=100)
+    assert report.passed, report.summary()
 
 
 @pytest.mark.parametrize("form", SOFT)
