@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
@@ -160,8 +161,12 @@ def main() -> None:
     else:
         jobs, work = [(c, name, rep) for (c, name) in PAPER for rep in range(args.repeats)], one_split
     start = time.perf_counter()
+    runs = []
     with ProcessPoolExecutor(args.jobs) as pool:
-        runs = list(pool.map(work, jobs, chunksize=4))
+        for run in pool.map(work, jobs, chunksize=2):
+            runs.append(run)
+            if len(runs) % 20 == 0:
+                print(f"{len(runs)} of {len(jobs)} splits, {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     meta = {
         "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} cores",
         "repeats": args.repeats, "seconds": round(time.perf_counter() - start, 1), "epsilons": EPSILONS,

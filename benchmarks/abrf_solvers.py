@@ -1,5 +1,5 @@
 """How long ABRF-1's tree weights take to fit (tree2mat.attention.fit, docs/attention.md): the L2
-quadratic program by HiGHS's QP solver, the L1 linear program by HiGHS through scipy, and, with
+quadratic program by Clarabel, the L1 linear program by HiGHS through scipy, and, with
 ``--slsqp``, the L2 program by scipy's SLSQP for comparison; random forests of Friedman 1 data.
 
     python benchmarks/abrf_solvers.py --out benchmarks/abrf_solvers.json [--slsqp]
@@ -48,13 +48,13 @@ def main() -> None:
             start = time.perf_counter()
             abrf = attention.fit(forest, X, y, epsilon=0.5, tau=1.0, loss=loss)
             seconds = time.perf_counter() - start
-            results.append({"trees": trees, "rows": rows, "loss": loss, "solver": "highs", "fit_s": round(seconds, 3),
+            results.append({"trees": trees, "rows": rows, "loss": loss, "solver": "clarabel" if loss == "l2" else "highs", "fit_s": round(seconds, 3),
                             "objective": attention.objective(abrf, X, y)})
             print(json.dumps(results[-1]), flush=True)
         if args.slsqp and trees == CASES[0][0]:
             abrf = attention.fit(forest, X, y, epsilon=0.0)
             leaves = attention.evaluate.apply(abrf.ensemble, X)
-            B = abrf.tree_values(X, leaves)
+            B = abrf.tree_values(X, leaves)[:, :, 0]
             r = y - 0.5 * np.sum(abrf.softmax_weights(X, leaves) * B, axis=1)
             start = time.perf_counter()
             w = slsqp(0.5 * B, r)

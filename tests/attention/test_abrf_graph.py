@@ -158,7 +158,7 @@ def files(forest, tmp_path):
 def test_attend_convert_verify(files, capsys):
     out = files / "forest.abrf.json"
     assert main(["attend", str(files / "forest.joblib"), "--data", str(files / "rows.npz"), "-o", str(out), "--json", "--folds", "3"]) == 0
-    info = json.loads(capsys.readouterr().out)  # (stdout holds the JSON alone: HiGHS's banner goes to stderr)
+    info = json.loads(capsys.readouterr().out)  # (stdout holds the JSON alone)
     assert info["schema"] == 1 and info["rows"] == 150 and info["auto"] == {"epsilon": True, "tau": True}
     abrf = attention.load(out)
     assert (abrf.epsilon, abrf.tau) == (info["epsilon"], info["tau"])

@@ -23,7 +23,8 @@ Decided where the paper is silent:
   mean: where float32, which the graph computes in, overflows). Where no tree of a row takes
   part, the softmax weighs all trees alike. The contamination part ``epsilon w`` is unaffected.
 
-This module is the reference: the model in numpy, fitted with HiGHS. Supported: scikit-learn's
+This module is the reference: the model in numpy, fitted with Clarabel (the L2 programs), HiGHS
+(the L1 ones) and scipy's L-BFGS-B (ABRF-2/3). Supported: scikit-learn's
 random-forest and extra-trees regressors and classifiers (forests that average one output or one
 target's class probabilities). Its ONNX graph: :mod:`tree2mat.attention.graph`.
 """
@@ -672,37 +673,33 @@ def _softmax_weights(
 
 def _least_squares_on_simplex(M: np.ndarray, r: np.ndarray) -> np.ndarray:
     """argmin ||r - M w||^2 over the unit simplex: the QP of eq. (15), ``1/2 w' (2 M'M) w -
-    (2 M'r)' w`` with ``w >= 0``, ``sum(w) = 1``, by HiGHS's QP solver (highspy, the attention
-    extra): benchmarks/abrf_solvers.py times it against scipy's SLSQP (0.52 s against 30.6 s for
-    a whole fit of 300 trees on 2 000 rows)."""
+    (2 M'r)' w`` with ``w >= 0``, ``sum(w) = 1``, by Clarabel's interior-point solver (the
+    attention extra). HiGHS's active-set QP solver (1.16) did not end on some of these programs
+    (rank-deficient M'M: more trees than rows; one of Friedman 3's in benchmarks/abrf_paper.py,
+    which Clarabel solves in 9 ms); benchmarks/abrf_solvers.py times Clarabel against scipy's
+    SLSQP."""
     try:
-        import highspy
+        import clarabel
     except ImportError:
-        raise UnsupportedModelError("the L2 weights are solved with HiGHS's QP solver: pip install 'tree2mat[attention]'") from None
+        raise UnsupportedModelError("the L2 weights are solved with Clarabel's QP solver: pip install 'tree2mat[attention]'") from None
     from scipy import sparse
 
     T = M.shape[1]
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = T, 1
-    lp.col_cost_ = -2.0 * (M.T @ r)
-    lp.col_lower_, lp.col_upper_ = np.zeros(T), np.full(T, highspy.kHighsInf)
-    lp.row_lower_, lp.row_upper_ = np.ones(1), np.ones(1)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = np.arange(T + 1, dtype=np.int32)
-    lp.a_matrix_.index_ = np.zeros(T, dtype=np.int32)
-    lp.a_matrix_.value_ = np.ones(T)
-    hessian = sparse.tril(sparse.csc_matrix(2.0 * (M.T @ M))).tocsc()
-    q = highspy.HighsHessian()
-    q.dim_, q.format_ = T, highspy.HessianFormat.kTriangular
-    q.start_, q.index_, q.value_ = hessian.indptr.astype(np.int32), hessian.indices.astype(np.int32), hessian.data
-    h.passModel(lp)
-    h.passHessian(q)
-    h.run()
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        raise UnsupportedModelError(f"the L2 weights' quadratic program did not solve: {h.modelStatusToString(h.getModelStatus())}")
-    return _on_simplex(np.asarray(h.getSolution().col_value))
+    P = sparse.triu(sparse.csc_matrix(2.0 * (M.T @ M))).tocsc()
+    A = sparse.vstack([sparse.csc_matrix(np.ones((1, T))), -sparse.identity(T)]).tocsc()  # sum(w) = 1; -w <= 0
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = QP_TOLERANCE
+    solution = clarabel.DefaultSolver(
+        P, -2.0 * (M.T @ r), A, np.concatenate([[1.0], np.zeros(T)]), [clarabel.ZeroConeT(1), clarabel.NonnegativeConeT(T)], settings,
+    ).solve()
+    if str(solution.status) not in ("Solved", "AlmostSolved"):
+        raise UnsupportedModelError(f"the L2 weights' quadratic program did not solve: {solution.status}")
+    return _on_simplex(np.asarray(solution.x))
+
+
+#: Clarabel's gap and feasibility tolerances for the L2 weights.
+QP_TOLERANCE = 1e-10
 
 
 def _least_absolute_on_simplex(M: np.ndarray, r: np.ndarray) -> np.ndarray:
