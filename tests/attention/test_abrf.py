@@ -369,7 +369,8 @@ def test_the_analytic_gradient_is_the_loss_s_slope(forest, eps):
     start = attention.fit(forest, HOLES[:200], Y[:200], epsilon=eps, tau=3.0)
     leaves = attention.evaluate.apply(start.ensemble, HOLES[:200])
     Yk = Y[:200, None]
-    problem = attention._gradient_problem(start, HOLES[:200], Yk, leaves, eps, start.weights)
+    loss_and_gradient = attention._gradient_problem(start, HOLES[:200], Yk, leaves, eps)[0]
+    problem = lambda params: loss_and_gradient(params, start.weights)  # noqa: E731
     rng = np.random.default_rng(0)
     params = np.concatenate([rng.normal(0, 0.5, start.n_trees), rng.normal(0, 0.5, start.ensemble.n_features)])
     value, grad = problem(params)

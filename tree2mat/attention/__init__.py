@@ -298,11 +298,9 @@ def held_out(
     other folds (the rows shuffled by ``seed``, as :func:`select` splits them): [N], a
     classifier's probabilities [N, C]."""
     ens, X, _ = _inputs(model, X, y, loss)
-    if not (isinstance(folds, int) and 2 <= folds <= X.shape[0]):
-        raise OptionError(f"--folds must be an integer from 2 to the number of rows ({X.shape[0]}), got {folds}")
     y = np.asarray(y)
     out = None
-    for rows in np.array_split(np.random.default_rng(seed).permutation(X.shape[0]), folds):
+    for rows in _folds(X.shape[0], folds, seed):
         keep = np.setdiff1d(np.arange(X.shape[0]), rows)
         fitted = fit(ens, X[keep], y[keep], epsilon=epsilon, tau=tau, variant=variant, loss=loss, folds=min(folds, keep.size), seed=seed)
         got = fitted.outputs(X[rows])
@@ -330,20 +328,19 @@ def _fit_gradient(start: AttentionForest, X: np.ndarray, y: np.ndarray, leaves: 
     w = start.weights
     params = np.concatenate([np.zeros(T), np.full(F, 0.5 * math.log(T / start.tau))])
     bounds = [(-20.0, 20.0)] * (T + F)  # (v, z within e^-20..e^20 of each other: float32 holds the distances)
+    problem, B = _gradient_problem(start, X, y, leaves, eps)  # (the rows' distances and values: once)
     for _ in range(GRADIENT_ROUNDS if variant == 3 else 1):
         if variant == 3 and eps > 0.0:
-            w = _weights(eps, start.tree_values(X, leaves), _gradient_model(start, params, w, variant).softmax_weights(X, leaves), y, "l2")
-        problem = _gradient_problem(start, X, y, leaves, eps, w)
-        params = minimize(problem, params, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": GRADIENT_ITERATIONS}).x
+            w = _weights(eps, B, _gradient_model(start, params, w, variant).softmax_weights(X, leaves), y, "l2")
+        params = minimize(problem, params, args=(w,), jac=True, method="L-BFGS-B", bounds=bounds,
+                          options={"maxiter": GRADIENT_ITERATIONS}).x
     return _gradient_model(start, params, w, variant)
 
 
-def _gradient_problem(
-    start: AttentionForest, X: np.ndarray, y: np.ndarray, leaves: np.ndarray, eps: float, w: np.ndarray,
-) -> Any:
-    """``f(params) -> (loss, gradient)``: the L2 loss of ABRF-2/3 over the rows (``y``: [N, K]
+def _gradient_problem(start: AttentionForest, X: np.ndarray, y: np.ndarray, leaves: np.ndarray, eps: float) -> tuple[Any, np.ndarray]:
+    """``f(params, w) -> (loss, gradient)``: the L2 loss of ABRF-2/3 over the rows (``y``: [N, K]
     targets) at ``params = (theta [T], phi [F])`` (``v = softmax(theta)``, ``z = exp(phi)``),
-    ``w`` and ``eps`` fixed, and its gradient."""
+    ``w`` and ``eps`` fixed, and its gradient; and the rows' tree values B [N, T, K]."""
     T, F = start.n_trees, start.ensemble.n_features
     B = start.tree_values(X, leaves)  # [N, T, K]
     squares = np.empty((X.shape[0], T, F))  # (x - A)^2 where both hold a value, else 0
@@ -353,7 +350,7 @@ def _gradient_problem(
         squares[:, k] = np.where(np.isnan(diff), 0.0, diff * diff)
         reached[:, k] = start.leaf_counts[k][leaves[:, k]] > 0
 
-    def loss_and_gradient(params: np.ndarray) -> tuple[float, np.ndarray]:
+    def loss_and_gradient(params: np.ndarray, w: np.ndarray) -> tuple[float, np.ndarray]:
         theta, phi = params[:T], params[T:]
         v = np.exp(theta - theta.max())
         v /= v.sum()
@@ -374,7 +371,7 @@ def _gradient_problem(
         dz2 = np.einsum("nt,ntf->f", dS * c[None, :], squares)
         return float(np.sum(error**2)), np.concatenate([v * (dv - np.dot(v, dv)), 2.0 * z2 * dz2])
 
-    return loss_and_gradient
+    return loss_and_gradient, B
 
 
 def _gradient_model(start: AttentionForest, params: np.ndarray, w: np.ndarray, variant: int) -> AttentionForest:
@@ -436,11 +433,9 @@ def _select(
     ens: Ensemble, X: np.ndarray, y: np.ndarray, leaves: np.ndarray, epsilon: Any, tau: Any, loss: str,
     folds: int, seed: int,
 ) -> Selection:
-    if not (isinstance(folds, int) and 2 <= folds <= X.shape[0]):
-        raise OptionError(f"--folds must be an integer from 2 to the number of rows ({X.shape[0]}), got {folds}")
+    held = _folds(X.shape[0], folds, seed)
     epsilons = _candidates(epsilon, EPSILON_GRID, _epsilon)
     taus = tuple(f * _distance_scale(ens, X, leaves) for f in TAU_FACTORS) if _is_auto(tau) else _candidates(tau, (), _tau)
-    held = np.array_split(np.random.default_rng(seed).permutation(X.shape[0]), folds)
     error = (lambda e: float(np.mean(np.sum(e**2, axis=1)))) if loss == "l2" else (lambda e: float(np.mean(np.sum(np.abs(e), axis=1))))
     predictions = {(e, t): np.empty(y.shape) for e in epsilons for t in taus}
     for out in held:  # per fold the leaf means and values once, per tau the softmax once, per pair w
@@ -459,6 +454,14 @@ def _select(
     forest = evaluate.margin(ens, X, leaves)
     flat = (lambda a: a) if ens.task is Task.CLASSIFICATION else (lambda a: a[:, 0])
     return Selection(best[0], best[1], scores, error(y - forest), flat(predictions[best]), flat(forest))
+
+
+def _folds(n: int, folds: Any, seed: int) -> list[np.ndarray]:
+    """The held-out rows of each fold: ``n`` rows shuffled by ``seed``, split in ``folds``
+    (:func:`select` and :func:`held_out` split alike)."""
+    if not (isinstance(folds, int) and 2 <= folds <= n):
+        raise OptionError(f"--folds must be an integer from 2 to the number of rows ({n}), got {folds}")
+    return np.array_split(np.random.default_rng(seed).permutation(n), folds)
 
 
 def _fit(ens: Ensemble, X: np.ndarray, y: np.ndarray, epsilon: float, tau: float, loss: str, leaves: np.ndarray | None = None) -> AttentionForest:
