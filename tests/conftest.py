@@ -74,3 +74,69 @@ def without_matplotlib(monkeypatch) -> None:
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+
+
+# ----------------------------------------------------------------------------- oblique trees
+#: Oblique splits of 8 features: projection m's (features, weights), in summation order; one of
+#: a single term, one dense over every feature, the rest of 2 to 5 terms.
+def oblique_terms(n_features: int = 8, n_projections: int = 10, seed: int = 0) -> list[tuple[list[int], list[float]]]:
+    rng = np.random.default_rng(seed)
+    sizes = [1, n_features] + list(rng.integers(2, 6, size=n_projections - 2))
+    out = []
+    for size in sizes:
+        feats = rng.choice(n_features, size=int(size), replace=False).tolist()
+        weights = rng.normal(size=int(size)).astype(np.float32).astype(np.float64).tolist()
+        out.append((feats, weights))
+    return out
+
+
+def float32_projections(X: np.ndarray, terms: list[tuple[list[int], list[float]]]) -> np.ndarray:
+    """Each projection of the rows ``X`` as treeple's predict sums it: ``s = s + x * w`` term by
+    term, every product and sum rounded to float32 (numpy's float32 arithmetic), [N, M]."""
+    X = np.asarray(X, np.float32)
+    out = np.zeros((X.shape[0], len(terms)), np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for m, (feats, weights) in enumerate(terms):
+            s = np.zeros(X.shape[0], np.float32)
+            for f, w in zip(feats, weights):
+                s = s + X[:, f] * np.float32(w)
+            out[:, m] = s
+    return out
+
+
+def oblique_ir(model, terms: list[tuple[list[int], list[float]]], n_features: int):
+    """The IR of a scikit-learn tree model fitted on ``[X, projections of X]``, as an oblique
+    model of X: its nodes on column F + m test projection m (tree2mat's column layout), so that
+    scikit-learn's ``apply`` on ``[X, float32_projections(X)]`` is what the oblique model must do."""
+    import dataclasses
+
+    from tree2mat.ir.core import Projections
+
+    ens = tree2mat.load(model)
+    P = max(len(f) for f, _ in terms)
+    feature = np.full((len(terms), P), -1, np.int64)
+    weight = np.zeros((len(terms), P))
+    for m, (f, w) in enumerate(terms):
+        feature[m, : len(f)], weight[m, : len(w)] = f, w
+    return dataclasses.replace(
+        ens, n_features=n_features, projections=Projections(feature, weight), feature_names=None, finite_features=(), accepts_inf=True,
+    ).validate()
+
+
+def oblique_model(kind: str = "tree", n_classes: int = 3, seed: int = 0):
+    """A scikit-learn tree (``tree``) or forest (``forest``) fitted on 8 features with NaN cells
+    and 10 oblique projections of them (:func:`oblique_terms`): ``(model, terms, X_test, ens)``,
+    ``ens`` its oblique IR (:func:`oblique_ir`), axis-aligned and oblique nodes mixed."""
+    from sklearn.datasets import make_classification
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.tree import DecisionTreeClassifier
+
+    X, y = make_classification(2000, 8, n_informative=6, n_classes=n_classes, random_state=seed)
+    X = with_holes(X, np.random.default_rng(seed)).astype(np.float32)
+    terms = oblique_terms(seed=seed)
+    XZ = np.concatenate([X, float32_projections(X, terms)], axis=1)
+    if kind == "tree":
+        model = DecisionTreeClassifier(max_depth=8, random_state=seed).fit(XZ[:1500], y[:1500])
+    else:
+        model = RandomForestClassifier(n_estimators=10, max_depth=6, random_state=seed).fit(XZ[:1500], y[:1500])
+    return model, terms, X[1500:], oblique_ir(model, terms, 8)

@@ -382,3 +382,45 @@ def test_attention_graphs_keep_the_contract(kind, form):
         _keeps_the_contract(inlined(onx, branch))
     if not walks:
         _keeps_the_contract(onx)
+
+
+# ----------------------------------------------------------------------------- oblique trees
+
+
+@functools.cache
+def oblique_forest():
+    """A random forest of oblique and axis-aligned nodes mixed, 3 classes, fitted on rows with
+    NaN cells (conftest.oblique_model)."""
+    from conftest import oblique_model
+
+    return oblique_model("forest")
+
+
+@pytest.mark.parametrize("runtime", OTHERS)
+@pytest.mark.parametrize("form", EXACT)
+def test_oblique_graphs_route_exactly_on_every_runtime(form, runtime):
+    """Each exact form's graph of an oblique forest (projections summed term by term in float32,
+    tree2mat.ir.core.Projections) routes as the reference evaluator on every runtime: random,
+    near-hyperplane, NaN, +-inf and extreme rows; no mismatch near a hyperplane either (IREE fuses
+    a Mul into the Add after it: the graph adds |p| x sign(p), exact, so a fused add rounds the
+    same)."""
+    needs(runtime)
+    _, _, X_test, ens = oblique_forest()
+    onx = tree2mat.convert(ens, form)
+    report = tree2mat.verify(ens, onx, runtime=runtime, rows=300)
+    assert report.passed, report.summary()
+    assert report.row_kinds["nan"] > 0 and report.row_kinds["inf"] > 0
+    near = next(n for n in report.notes if n.startswith("oblique nodes:"))
+    assert int(near.split()[2]) > 50, near
+    assert tree2mat.verify(ens, onx, X_test, runtime=runtime).passed
+
+
+@pytest.mark.parametrize("form", EXACT)
+def test_oblique_graphs_keep_the_contract(form):
+    onx = tree2mat.convert(oblique_forest()[3], form)
+    walks = [n for n in onx.graph.node if n.op_type == "If"]
+    for branch in ("then_branch", "else_branch") if walks else ():
+        _keeps_the_contract(inlined(onx, branch))
+    if not walks:
+        _keeps_the_contract(onx)
+    assert "MatMul" not in {n.op_type for n in onx.graph.node if n.output[0].startswith("projection")}

@@ -24,7 +24,7 @@ from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms import _digits
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._heads import Margin
-from tree2mat.ir.core import Aggregation, CategoryCodes, Comparison, Ensemble, Link
+from tree2mat.ir.core import Aggregation, CategoryCodes, Comparison, Ensemble, Link, Projections
 from tree2mat.ir.thresholds import FLOAT32, compare_dtype, graph_categories, graph_thresholds
 
 #: How an exit index maps to leaf ids (``tree2mat.exit_layout`` in a graph's metadata):
@@ -335,7 +335,41 @@ def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions, dtype: np
         band = graph_thresholds(np.asarray([ens.zero_band]), Comparison.LE, cmp)[0]
         tiny = g.op("LessOrEqual", [g.op("Abs", [value], "x_abs"), g.const(band, "zero_band")], "x_tiny")
         value = g.op("Where", [tiny, g.const(cmp.type(0), "zero_value"), value], "x_banded")
+    if ens.projections is not None:
+        if dtype is None and cmp != np.dtype(ens.source_dtype):
+            raise UnsupportedModelError(
+                f"this model's oblique nodes sum in {np.dtype(ens.source_dtype).name}: convert it with "
+                f"--dtype {np.dtype(ens.source_dtype).name} (a {cmp.name} sum rounds differently)"
+            )
+        value, missing = _with_projections(g, ens.projections, ens.n_features, value, missing, cmp)
     return Compared(value, missing, cmp)
+
+
+def _with_projections(g: GraphBuilder, pr: Projections, n_features: int, value: str, missing: str, cmp: np.dtype) -> tuple[str, str]:
+    """The input's columns and missing mask [N, F] with the projections appended, [N, F + M]:
+    each summed term by term in ``cmp`` as :class:`~tree2mat.ir.core.Projections` defines (per
+    term one ``Gather`` of the input's columns, one ``Mul`` by the weights, one ``Add``: IEEE
+    operations, each rounded; a padding term reads an appended row of zeros, so that an infinite
+    input cannot turn it into NaN). A projection is missing where its sum is NaN (a NaN input,
+    or ``inf - inf``)."""
+    P = pr.feature.shape[1]
+    columns = g.op("Transpose", [value], "x_by_column", perm=[1, 0])  # [F, N]
+    if (pr.feature < 0).any():
+        shape = g.op("Concat", [g.const(np.asarray([1], np.int64), "zero_row_count"), row_count(g, value)], "zero_row_shape", axis=0)
+        zeros = g.op("ConstantOfShape", [shape], "zero_row", value=onnx.numpy_helper.from_array(np.zeros(1, cmp)))
+        columns = g.op("Concat", [columns, zeros], "x_by_column_padded", axis=0)
+    total = ""
+    for p in range(P):
+        index = np.where(pr.feature[:, p] >= 0, pr.feature[:, p], n_features)  # (row F: the zeros)
+        term = g.op("Gather", [columns, g.const(index, f"projection_feature{p}")], f"projection_x{p}", axis=0)
+        term = g.op("Mul", [term, g.const(pr.weight[:, p].astype(cmp)[:, None], f"projection_weight{p}")], f"projection_term{p}")
+        if P > 1:  # the rounded product again, as |p| x sign(p): exact, so a fused multiply-add of it adds the same
+            term = g.op("Mul", [g.op("Abs", [term], f"projection_abs{p}"), g.op("Sign", [term], f"projection_sign{p}")], f"projection_exact{p}")
+        total = term if p == 0 else g.op("Add", [total, term], f"projection_sum{p}")
+    sums = g.op("Transpose", [total], "projections", perm=[1, 0])  # [N, M]
+    value = g.op("Concat", [value, sums], "x_with_projections", axis=1)
+    missing = g.op("Concat", [missing, g.op("IsNaN", [sums], "projections_nan")], "x_missing_with_projections", axis=1)
+    return value, missing
 
 
 def gather_columns(g: GraphBuilder, x: str, columns: str, hint: str) -> str:
@@ -399,7 +433,7 @@ def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeT
       with t' = -inf only -inf goes left (``ninfx > 0.5``, a swap node).
     LightGBM's missing-type-Zero nodes read the ``w`` blocks instead. Categorical nodes read
     their own column. Padding nodes read column 0 against 0 (matrix forms ignore them)."""
-    T, I, F = st.n_trees, st.n_internal, ens.n_features
+    T, I, F = st.n_trees, st.n_internal, ens.n_columns
     t = st.threshold
     dt = t.dtype.type
     top = np.finfo(t.dtype).max

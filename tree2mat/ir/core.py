@@ -186,8 +186,10 @@ class Tree:
                     node_depth[child] = node_depth[i] + 1
         return depth
 
-    def validate(self, n_features: int, where: str = "tree") -> None:
-        """Raise :class:`InvalidTreeError` naming the first broken invariant."""
+    def validate(self, n_features: int, where: str = "tree", n_inputs: int | None = None) -> None:
+        """Raise :class:`InvalidTreeError` naming the first broken invariant. Nodes may test
+        columns below ``n_features``; linear leaves read inputs below ``n_inputs`` (default:
+        the same)."""
         n_int, n_leaves = self.n_internal, self.n_leaves
         arrays = {
             "feature": (self.feature, np.integer, (n_int,)),
@@ -215,7 +217,7 @@ class Tree:
                 f"outside [0, {n_features})"
             )
         self._validate_categorical(where, n_int)
-        self._validate_extras(where, n_features)
+        self._validate_extras(where, n_features if n_inputs is None else n_inputs)
         numeric = np.ones(n_int, bool)
         numeric[self.cat_nodes] = False
         if np.isnan(self.threshold[numeric]).any():
@@ -323,6 +325,76 @@ def _collect_leaves(left: np.ndarray, right: np.ndarray, out: list[int]) -> None
 
 
 @dataclass(frozen=True, eq=False)
+class Projections:
+    """The linear combinations of the input that oblique nodes test (``w . x <= t``).
+
+    ``M`` projections of up to ``P`` terms each:
+
+    - ``feature`` int64 [M, P]: the input feature of each term; ``-1`` pads a row after its terms
+    - ``weight`` float64 [M, P]: each term's weight (finite, non-zero; 0 at pads)
+
+    A tree node tests projection ``m`` by naming column ``n_features + m`` as its ``feature``; it
+    compares the projection's value with its threshold as any node compares a feature value.
+
+    The value is defined as a float sum in the ensemble's ``source_dtype``, in the order of the
+    terms: ``s = 0; s = s + w_p * x_p`` for p = 0, 1, ..., each product and each sum rounded to
+    ``source_dtype`` (no fused multiply-add), with the weights as values of that dtype (validation
+    refuses a weight it cannot hold). treeple sums so (float32, in its stored order); so does the
+    graph, with elementwise ``Mul`` and ``Add`` (never a ``MatMul``: its order is the runtime's, and
+    CUDA's TF32 rounds ``x`` to 10 bits). A NaN input in a term makes ``s`` NaN, and a NaN ``s``
+    (also ``inf - inf``) counts as missing: the node sends the row where ``default_left`` says.
+    """
+
+    feature: np.ndarray
+    weight: np.ndarray
+
+    @property
+    def n_projections(self) -> int:
+        return int(self.feature.shape[0])
+
+    def terms(self, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """Projection ``m``'s features and weights, in summation order."""
+        used = self.feature[m] >= 0
+        return self.feature[m][used], self.weight[m][used]
+
+    def validate(self, n_features: int, dtype: np.dtype) -> None:
+        f, w = self.feature, self.weight
+        if (
+            not isinstance(f, np.ndarray) or not isinstance(w, np.ndarray) or not np.issubdtype(f.dtype, np.integer)
+            or not np.issubdtype(w.dtype, np.floating) or f.ndim != 2 or w.shape != f.shape or f.shape[1] < 1
+        ):
+            raise InvalidTreeError("projections need feature (integers) and weight (numbers) of one shape [M, P], P >= 1")
+        used = f >= 0
+        if f.size and (f.min() < -1 or f.max() >= n_features):
+            raise InvalidTreeError(f"a projection term names a feature outside [0, {n_features})")
+        if (used[:, 1:] & ~used[:, :-1]).any() or not used[:, 0].all():
+            raise InvalidTreeError("every projection needs a term, and its padding (-1) after its terms")
+        if not np.all(np.isfinite(w)) or (w[used] == 0).any() or (w[~used] != 0).any():
+            raise InvalidTreeError("projection weights must be finite and non-zero (0 at padding)")
+        with np.errstate(over="ignore"):
+            held = w.astype(dtype).astype(np.float64)
+        if (held != w).any():
+            m, p = (int(v[0]) for v in np.nonzero(held != w))
+            raise InvalidTreeError(
+                f"projection {m}'s weight {w[m, p]!r} is no {np.dtype(dtype).name} number (the projections sum in the "
+                "model's source dtype: store the weights as values of it)"
+            )
+
+    def values(self, X: np.ndarray) -> np.ndarray:
+        """The projections of rows ``X`` (in the sum dtype, NaN-coded), [N, M] in ``X``'s dtype,
+        summed as the class says."""
+        dt = X.dtype
+        w = self.weight.astype(dt)
+        s = np.zeros((X.shape[0], self.n_projections), dt)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for p in range(self.feature.shape[1]):
+                used = self.feature[:, p] >= 0
+                term = X[:, np.maximum(self.feature[:, p], 0)] * w[:, p]
+                s = np.where(used, s + term, s)
+        return s
+
+
+@dataclass(frozen=True, eq=False)
 class OutlierParams:
     """IsolationForest scoring: ``score_samples = -2 ** (-margin / denominator)``,
     ``decision_function = score_samples - offset``, label -1 where decision < 0."""
@@ -355,6 +427,8 @@ class Ensemble:
       name (a pandas ``category`` column of strings, as scikit-learn, LightGBM and XGBoost
       encode it), ``(column, labels)``: category ``labels[c]`` is code ``c``, the number the
       trees (and the graph) take; any other value, and NaN, is no known category.
+    - ``projections``: the linear combinations oblique nodes test (see :class:`Projections`);
+      a node tests projection ``m`` as column ``n_features + m`` (:attr:`n_columns` in all).
     - ``accepts_nan`` / ``accepts_inf``: whether the source model accepts such inputs, and
       ``finite_features``: features where it refuses +-inf even so (``verify`` only feeds the
       source what it accepts).
@@ -384,10 +458,21 @@ class Ensemble:
     zero_band: float = 0.0
     category_codes: CategoryCodes = CategoryCodes.EXACT
     category_labels: tuple[tuple[int, tuple[str | int | float, ...]], ...] = ()
+    projections: Projections | None = None
 
     @property
     def n_trees(self) -> int:
         return len(self.trees)
+
+    @property
+    def n_columns(self) -> int:
+        """The columns nodes may test: the input's features, then the projections."""
+        return self.n_features + (0 if self.projections is None else self.projections.n_projections)
+
+    @property
+    def is_oblique(self) -> bool:
+        """Whether a node tests a projection (an oblique split)."""
+        return any(bool((t.feature >= self.n_features).any()) for t in self.trees)
 
     def category_table(self) -> list[dict[str, Any]]:
         """The codes the graph takes for named categories: per such input column, its index,
@@ -440,8 +525,9 @@ class Ensemble:
             raise InvalidTreeError("missing_value must be NaN or finite; label_cutoff finite")
         if not (np.isfinite(self.zero_band) and 0 <= self.zero_band < 1e-30):
             raise InvalidTreeError("zero_band must be a tiny non-negative number (LightGBM: 1e-35)")
+        self._validate_projections()
         for t, tree in enumerate(self.trees):
-            tree.validate(self.n_features, where=f"tree {t}")
+            tree.validate(self.n_columns, where=f"tree {t}", n_inputs=self.n_features)
             if self.category_codes is not CategoryCodes.EXACT and tree.has_categorical:
                 vals = tree.cat_values[~np.isnan(tree.cat_values)]
                 if np.any((vals < 0) | (vals != np.trunc(vals))):
@@ -461,6 +547,17 @@ class Ensemble:
                 )
         self._validate_head()
         return self
+
+    def _validate_projections(self) -> None:
+        if self.projections is None:
+            return
+        self.projections.validate(self.n_features, np.dtype(self.source_dtype))
+        if not np.isnan(self.missing_value) or self.zero_band:
+            raise InvalidTreeError("oblique nodes take NaN as the only missing value (no missing_value, no zero_band)")
+        for t, tree in enumerate(self.trees):
+            oblique = tree.feature >= self.n_features
+            if oblique[tree.cat_nodes].any() or (tree.zero_missing.size and (tree.zero_missing & oblique).any()):
+                raise InvalidTreeError(f"tree {t}: an oblique node can be neither categorical nor zero-missing")
 
     def _validate_labels(self) -> None:
         columns = [f for f, _ in self.category_labels]

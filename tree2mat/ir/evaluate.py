@@ -44,10 +44,19 @@ def prepare_input(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
     return X
 
 
+def columns(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
+    """The columns the nodes test, [N, n_columns]: the prepared input ``X``
+    (:func:`prepare_input`), then the projections of oblique nodes, summed in the source dtype
+    as :class:`~tree2mat.ir.core.Projections` defines."""
+    if ensemble.projections is None:
+        return X
+    return np.concatenate([X, ensemble.projections.values(X)], axis=1)
+
+
 def apply_tree(
     tree: Tree, X: np.ndarray, comparison: Comparison, codes: CategoryCodes = CategoryCodes.EXACT
 ) -> np.ndarray:
-    """Leaf index of each row of ``X`` (prepared by :func:`prepare_input`) in ``tree``."""
+    """Leaf index of each row of ``X`` (the columns of :func:`columns`) in ``tree``."""
     n = X.shape[0]
     cur = np.zeros(n, np.int64)
     if tree.n_internal == 0:
@@ -80,10 +89,64 @@ def apply_tree(
 
 def apply(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
     """Leaf index per row and tree, int64 [N, T]."""
-    Xs = prepare_input(ensemble, X)
+    Xs = columns(ensemble, prepare_input(ensemble, X))
     return np.stack(
         [apply_tree(t, Xs, ensemble.comparison, ensemble.category_codes) for t in ensemble.trees], axis=1
     )
+
+
+def near_hyperplanes(ensemble: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
+    """Rows (bool [N]) whose path (by the reference, ``leaves`` [N, T] if given) passes an
+    oblique node with ``|w . x - t|`` within the rounding of a sum of its terms in another order
+    or with fused multiply-adds: ``2 (P + 1) u sum |w_p x_p|`` plus ``P`` of the dtype's smallest
+    subnormal, with ``u`` half the source dtype's epsilon and ``w . x`` in float64. Another
+    arithmetic can route only these rows differently at an oblique node (the "near-boundary"
+    rows ``verify`` counts apart)."""
+    pr = ensemble.projections
+    Xs = prepare_input(ensemble, X)
+    near = np.zeros(Xs.shape[0], bool)
+    if pr is None or not ensemble.is_oblique:
+        return near
+    if leaves is None:
+        leaves = apply(ensemble, X)
+    dt = np.finfo(np.dtype(ensemble.source_dtype))
+    X64 = Xs.astype(np.float64)
+    exact = np.zeros((Xs.shape[0], pr.n_projections))
+    size = np.zeros_like(exact)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for p in range(pr.feature.shape[1]):
+            used = pr.feature[:, p] >= 0
+            term = np.where(used, X64[:, np.maximum(pr.feature[:, p], 0)] * pr.weight[:, p], 0.0)
+            exact += term
+            size += np.abs(term)
+    n_terms = (pr.feature >= 0).sum(axis=1)
+    margin = 2.0 * (n_terms + 1) * (float(dt.eps) / 2) * size + n_terms * float(dt.smallest_subnormal)
+    F = ensemble.n_features
+    for t, tree in enumerate(ensemble.trees):
+        oblique = np.flatnonzero(tree.feature >= F)
+        if not oblique.size:
+            continue
+        m = tree.feature[oblique] - F
+        with np.errstate(invalid="ignore"):
+            # (NaN: not close; an infinite term gives the same +-inf or NaN in any order)
+            close = (np.abs(exact[:, m] - tree.threshold[oblique]) <= margin[:, m]) & np.isfinite(margin[:, m])
+        on_path = _path_nodes(tree)[leaves[:, t]][:, oblique]
+        near |= (close & on_path).any(axis=1)
+    return near
+
+
+def _path_nodes(tree: Tree) -> np.ndarray:
+    """bool [L, I]: the internal nodes on each leaf's path."""
+    out = np.zeros((tree.n_leaves, max(tree.n_internal, 1)), bool)
+    stack: list[tuple[int, list[int]]] = [(0, [])] if tree.n_internal else []
+    while stack:
+        node, path = stack.pop()
+        for child in (int(tree.left[node]), int(tree.right[node])):
+            if child < 0:
+                out[-1 - child, path + [node]] = True
+            else:
+                stack.append((child, path + [node]))
+    return out
 
 
 def source_leaf_ids(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:

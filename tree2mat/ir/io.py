@@ -21,11 +21,14 @@ from tree2mat.ir.core import (
     LabelRule,
     Link,
     OutlierParams,
+    Projections,
     Task,
     Tree,
 )
 
 FORMAT_VERSION = 1
+#: Most padded projection terms (projections x longest projection) a document may hold.
+MAX_PROJECTION_CELLS = 2**27
 
 
 def is_ir_document(doc: Any) -> bool:
@@ -64,7 +67,7 @@ def ensemble_to_dict(ens: Ensemble) -> dict[str, Any]:
             }
         return d
 
-    return {
+    doc = {
         "tree2mat_ir": FORMAT_VERSION,
         "n_features": ens.n_features,
         "n_outputs": ens.n_outputs,
@@ -93,6 +96,12 @@ def ensemble_to_dict(ens: Ensemble) -> dict[str, Any]:
         "category_labels": [{"feature": f, "labels": list(labels)} for f, labels in ens.category_labels],
         "trees": [tree_dict(t) for t in ens.trees],
     }
+    if ens.projections is not None:
+        pr = ens.projections
+        doc["projections"] = [
+            {"feature": f.tolist(), "weight": w.tolist()} for f, w in (pr.terms(m) for m in range(pr.n_projections))
+        ]
+    return doc
 
 
 def _int(value: Any, what: str) -> int:
@@ -192,10 +201,36 @@ def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemb
             zero_band=float(band),
             category_codes=CategoryCodes(doc.get("category_codes", "exact")),
             category_labels=_labels(doc.get("category_labels", [])),
+            projections=_projections(doc.get("projections")),
         ).validate()
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise ModelFileError(f"{name}: ill-formed tree2mat IR: {what}") from exc
+
+
+def _projections(value: Any) -> Projections | None:
+    """``projections``: a list of ``{"feature": [...], "weight": [...]}``, the terms of each in
+    summation order (nodes test projection m as feature ``n_features + m``)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
+        raise ValueError("projections must be a non-empty list of {feature, weight}")
+    rows = [
+        (_array(v["feature"], f"projections[{m}].feature", "i", 1), _array(v["weight"], f"projections[{m}].weight", "f", 1))
+        for m, v in enumerate(value)
+    ]
+    if any(f.shape != w.shape or f.size == 0 for f, w in rows):
+        raise ValueError("each projection needs as many weights as features, at least one")
+    P = max(f.size for f, _ in rows)
+    if len(rows) * P > MAX_PROJECTION_CELLS:
+        raise ValueError(f"{len(rows)} projections of up to {P} terms pass the limit of {MAX_PROJECTION_CELLS} padded terms")
+    feature = np.full((len(rows), P), -1, np.int64)
+    weight = np.zeros((len(rows), P))
+    for m, (f, w) in enumerate(rows):
+        feature[m, : f.size], weight[m, : w.size] = f, w
+    if (feature < -1).any() or any((f < 0).any() for f, _ in rows):
+        raise ValueError("projection features must be feature indices (>= 0)")
+    return Projections(feature, weight)
 
 
 def _labels(value: Any) -> tuple[tuple[int, tuple[str | int | float, ...]], ...]:

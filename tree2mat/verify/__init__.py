@@ -137,6 +137,8 @@ def verify(
             "float32 cannot weigh their trees: their tolerance passes the outputs' whole range, so their values are not "
             "checked (their routing is); a --dtype float64 graph checks them"
         )
+    if subject.ens.is_oblique:
+        notes.append(_oblique_note(subject, checks.near[0]))
     return Report(subject.name, onnx_name, done, kinds or {"data": done}, devices, atol_v, rtol, list(reports.values()), notes,
                   f"{runtime} {version}")
 
@@ -248,19 +250,24 @@ class _Checks:
     #: ``loose`` (their values checked to no purpose: a note says how many).
     span: float = np.inf
     loose: list[int] = field(default_factory=lambda: [0])
+    #: Rows near an oblique node's hyperplane (see :func:`tree2mat.ir.evaluate.near_hyperplanes`).
+    near: list[int] = field(default_factory=lambda: [0])
 
     def chunk(self, X: np.ndarray, names: dict[int, np.ndarray] | None, offset: int) -> Iterator[tuple[str, OutputReport]]:
         """(walk, report) of each output on each run of the rows ``X``, row ``offset`` of the
         whole rows onwards; ``names``: the category names of the data's columns."""
         expected, X_tree = self.subject.expected(X, self.raw, names)
-        leaves_ref = evaluate.apply(self.subject.ens, X_tree) if self.leaf_ids is not None else None
+        ens = self.subject.ens
+        leaves_ref = evaluate.apply(ens, X_tree) if self.leaf_ids is not None or ens.is_oblique else None
+        near = evaluate.near_hyperplanes(ens, X_tree, leaves_ref) if ens.is_oblique else None
+        self.near[0] += 0 if near is None else int(np.count_nonzero(near))
         for runner, dev, walk, rows_per_run in self.runners:
             got = runner.run(X, rows_per_run)
-            for rep in self._outputs(got, dev, expected, leaves_ref, X, offset):
+            for rep in self._outputs(got, dev, expected, leaves_ref, X, offset, near):
                 yield walk, rep
 
     def _outputs(self, got: dict[str, np.ndarray], dev: str, expected: dict[str, np.ndarray], leaves_ref: np.ndarray | None,
-                 X: np.ndarray, offset: int) -> Iterator[OutputReport]:
+                 X: np.ndarray, offset: int, near: np.ndarray | None) -> Iterator[OutputReport]:
         """The report of each output of one run: the model's outputs, routing (leaf ids) and a
         ``--leaves`` graph's own leaf output."""
         atol: Any = self.atol
@@ -271,15 +278,27 @@ class _Checks:
             if name not in got:
                 yield OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph")
                 continue
-            yield compare(name, dev, got[name], np.asarray(exp), X, atol, self.rtol, name == "label", self.max_report, offset)
+            yield compare(name, dev, got[name], np.asarray(exp), X, atol, self.rtol, name == "label", self.max_report, offset, near)
         if leaves_ref is not None and self.leaf_ids is not None:
             try:
                 got_leaves = self.leaf_ids(got[self.leaf_name])
             except ValueError as exc:  # an index of the wrong shape: a broken graph
                 raise VerificationError(f"the graph's leaf ids: {exc}") from exc
-            yield compare("routing", dev, got_leaves, leaves_ref, X, 0, 0, True, self.max_report, offset)
+            yield compare("routing", dev, got_leaves, leaves_ref, X, 0, 0, True, self.max_report, offset, near)
         if leaves_ref is not None and "leaves" in got:  # a --leaves graph's own output
-            yield compare("leaves", dev, got["leaves"], leaves_ref, X, 0, 0, True, self.max_report, offset)
+            yield compare("leaves", dev, got["leaves"], leaves_ref, X, 0, 0, True, self.max_report, offset, near)
+
+
+def _oblique_note(subject: Subject, near: int) -> str:
+    """What verify did with an oblique model's rows near its hyperplanes."""
+    ens = subject.ens
+    dtype = np.dtype(ens.source_dtype).name
+    return (
+        f"oblique nodes: {near} rows lie within {dtype} rounding of a hyperplane on their path (near-boundary); the graph "
+        f"sums w . x term by term in {dtype} as the model's definition does, so they are checked exactly like any row; a "
+        "mismatch among them is still a mismatch, counted apart as near a hyperplane (a runtime that sums in another order "
+        "or fuses multiply-adds)"
+    )
 
 
 def _add(reports: dict[tuple[str, str, str], OutputReport], walk: str, max_report: int, rep: OutputReport) -> None:

@@ -12,9 +12,14 @@ from tree2mat.verify.report import Mismatch, OutputReport
 DEFAULT_RTOL = 1e-6
 
 
-def compare(name: str, device: str, got: np.ndarray, expected: np.ndarray, X: np.ndarray, atol: float, rtol: float, exact: bool, max_report: int = 5, offset: int = 0) -> OutputReport:
+def compare(
+    name: str, device: str, got: np.ndarray, expected: np.ndarray, X: np.ndarray, atol: float, rtol: float, exact: bool,
+    max_report: int = 5, offset: int = 0, near: np.ndarray | None = None,
+) -> OutputReport:
     """Compare one output: exactly (labels, leaf ids) or within ``atol + rtol * |expected|``.
-    ``offset``: the row number of ``X[0]`` in the whole data (for the reported rows)."""
+    ``offset``: the row number of ``X[0]`` in the whole data (for the reported rows); ``near``:
+    bool [N], the rows near an oblique node's hyperplane (mismatches among them are counted
+    apart, in ``near_boundary``)."""
     if got.shape[1:] != expected.shape[1:] or got.shape[0] != expected.shape[0]:
         shape = lambda a: "[N" + "".join(f", {d}" for d in a.shape[1:]) + "]"  # noqa: E731
         return OutputReport(name, device, 0, 0, 0.0, 0.0, problem=f"shape {shape(got)}, expected {shape(expected)}"
@@ -23,7 +28,8 @@ def compare(name: str, device: str, got: np.ndarray, expected: np.ndarray, X: np
     first = [
         Mismatch(offset + int(r), X[r].tolist(), expected[r].tolist(), got[r].tolist()) for r in bad_rows[:max_report]
     ]
-    return OutputReport(name, device, int(expected.shape[0]), int(bad_rows.size), err_abs, err_rel, first)
+    n_near = int(np.count_nonzero(near[bad_rows])) if near is not None else 0
+    return OutputReport(name, device, int(expected.shape[0]), int(bad_rows.size), err_abs, err_rel, first, near_boundary=n_near)
 
 
 def merge(a: OutputReport | None, b: OutputReport, max_report: int = 5) -> OutputReport:
@@ -35,7 +41,7 @@ def merge(a: OutputReport | None, b: OutputReport, max_report: int = 5) -> Outpu
     return OutputReport(
         a.name, a.device, a.compared + b.compared, a.mismatches + b.mismatches,
         max(a.max_abs_error, b.max_abs_error), max(a.max_rel_error, b.max_rel_error),
-        (a.first_mismatches + b.first_mismatches)[:max_report], walk=a.walk,
+        (a.first_mismatches + b.first_mismatches)[:max_report], walk=a.walk, near_boundary=a.near_boundary + b.near_boundary,
     )
 
 

@@ -35,6 +35,10 @@ class OutputReport:
     #: Which of the graph's walks ran (traverse: ``>N rows`` or ``<=N rows``, see :func:`tree2mat.verify.walks`),
     #: or empty: a graph with one.
     walk: str = ""
+    #: Of the mismatched rows, those within float rounding of an oblique node's hyperplane on
+    #: their path (:func:`tree2mat.ir.evaluate.near_hyperplanes`): a sum of w . x in another
+    #: order, or with fused multiply-adds, routes them otherwise. Still mismatches: counted apart.
+    near_boundary: int = 0
 
     @property
     def passed(self) -> bool:
@@ -93,6 +97,7 @@ class Report:
                 f"{o.name:<14} {o.where:<{wide}} {o.compared:>9} {o.mismatches:>9} "
                 f"{o.max_abs_error:>10.3g} {o.max_rel_error:>10.3g}"
                 + (f"  {o.problem}" if o.problem else "")
+                + (f"  ({o.near_boundary} of them near a hyperplane)" if o.near_boundary else "")
             )
             for m in o.first_mismatches:
                 lines.append(f"  row {m.row}: expected {m.expected!r}, got {m.got!r}; input {m.input}")

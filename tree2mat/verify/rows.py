@@ -142,7 +142,7 @@ def _feature_values(ens: Ensemble) -> tuple[list[list[np.ndarray]], list[list[np
     thresholds: list[list[np.ndarray]] = [[] for _ in range(ens.n_features)]
     categories: list[list[np.ndarray]] = [[] for _ in range(ens.n_features)]
     for tree in ens.trees:
-        numeric = np.ones(tree.n_internal, bool)
+        numeric = tree.feature < ens.n_features  # (oblique nodes test projections, no feature)
         numeric[tree.cat_nodes] = False
         for f in np.unique(tree.feature[numeric]):
             thresholds[f].append(tree.threshold[numeric & (tree.feature == f)])
@@ -243,6 +243,8 @@ def _path_rows(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np
     cat_row = index.cat_row
     for p, is_left in reversed(path):
         f = int(tree.feature[p])
+        if f >= ens.n_features:  # an oblique node: no bound on one feature (the row may not reach the node)
+            continue
         if p in cat_row:
             m = cat_row[p]
             vals, lefts = tree.cat_values[m], tree.cat_left[m]
@@ -263,6 +265,8 @@ def _path_rows(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np
             inside = critical[f][(critical[f] >= lo[f]) & (critical[f] <= hi[f])]
             row[f] = rng.choice(inside) if inside.size else (hi[f] if np.isfinite(hi[f]) else lo[f])
     f = int(tree.feature[node])
+    if f >= ens.n_features:
+        return _hyperplane_rows(ens, tree, node, row, rng, nan)
     if node in cat_row:
         m = cat_row[node]
         vals = tree.cat_values[m]
@@ -282,4 +286,38 @@ def _path_rows(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np
         if np.isinf(r[f]) and not np.isinf(v):
             continue
         rows.append(r)
+    return rows
+
+
+def _hyperplane_rows(ens: Ensemble, tree: Tree, node: int, row: np.ndarray, rng: np.random.Generator, nan: bool) -> list[np.ndarray]:
+    """Rows on and around oblique ``node``'s hyperplane ``w . x = t``: ``row`` moved along the
+    term of largest ``|w|`` onto it (in float64), then that cell stepped 1 to 3 values of the
+    row's dtype down and up, so that the sum in the source dtype falls on both sides; plus the
+    cell NaN when the model accepts it, and each of two other terms' cells moved instead."""
+    assert ens.projections is not None
+    feats, weights = ens.projections.terms(int(tree.feature[node]) - ens.n_features)
+    dt = row.dtype.type
+    t = float(tree.threshold[node])
+    rows = []
+    order = np.argsort(-np.abs(weights), kind="stable")
+    picks = [order[0]] + (list(rng.choice(order[1:], size=min(2, order.size - 1), replace=False)) if order.size > 1 else [])
+    for j in picks:
+        f, w = int(feats[j]), float(weights[j])
+        r = row.copy()
+        with np.errstate(invalid="ignore", over="ignore"):
+            rest = float(np.dot(r[feats].astype(np.float64), weights)) - float(r[f]) * w
+            target = (t - rest) / w
+            if not np.isfinite(target) or abs(target) > float(np.finfo(row.dtype).max):
+                continue
+            r[f] = dt(target)
+            for k in range(-3, 4):
+                v = r.copy()
+                step = np.inf if k > 0 else -np.inf
+                for _ in range(abs(k)):
+                    v[f] = np.nextafter(v[f], dt(step))
+                rows.append(v)
+    if nan and rows:
+        v = rows[0].copy()
+        v[int(feats[order[0]])] = np.nan
+        rows.append(v)
     return rows

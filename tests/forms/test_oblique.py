@@ -1,0 +1,156 @@
+"""Oblique nodes (``w . x <= t``, tree2mat.ir.core.Projections): the reference evaluator against
+scikit-learn trees fitted on the projections themselves, every exact form's graph against the
+evaluator on random, near-hyperplane, NaN, +-inf and extreme rows, the IR JSON, validation and
+the float64 rule."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import tree2mat
+from tree2mat.errors import InvalidTreeError, ModelFileError, UnsupportedModelError
+from tree2mat.ir import evaluate
+from tree2mat.ir.core import Projections
+from tree2mat.ir.io import dumps, ensemble_from_dict
+from tree2mat.verify import synthesize
+
+from conftest import float32_projections, oblique_model, run_onnx
+
+EXACT = [name for name, spec in tree2mat.FORMS.items() if spec.exact]
+
+
+@pytest.fixture(scope="module")
+def tree():
+    return oblique_model("tree")
+
+
+@pytest.fixture(scope="module")
+def forest():
+    return oblique_model("forest")
+
+
+def _sklearn_leaves(model, terms, X: np.ndarray) -> np.ndarray:
+    """scikit-learn's leaf of every row and tree on ``[X, projections]`` (finite rows only)."""
+    XZ = np.concatenate([X.astype(np.float32), float32_projections(X, terms)], axis=1)
+    trees = getattr(model, "estimators_", [model])
+    return np.stack([t.apply(XZ) for t in trees], axis=1)
+
+
+@pytest.mark.parametrize("which", ["tree", "forest"])
+def test_reference_evaluator_routes_as_scikit_learn_on_the_projections(which, tree, forest):
+    """Every synthesized row (on and one to three float32 steps around each hyperplane, NaN at
+    the nodes, extreme values): the evaluator's leaf is scikit-learn's on the float32 sums."""
+    model, terms, X_test, ens = tree if which == "tree" else forest
+    X, kinds = synthesize(ens, 500)
+    assert kinds["threshold"] > 100 and kinds["nan"] > 0 and kinds["inf"] > 0
+    finite = ~np.isinf(np.concatenate([X, float32_projections(X, terms)], axis=1)).any(axis=1)  # (scikit-learn refuses +-inf)
+    assert finite.sum() > 1000
+    for rows in (X[finite], X_test):
+        assert (evaluate.source_leaf_ids(ens, rows) == _sklearn_leaves(model, terms, rows)).all()
+    assert evaluate.near_hyperplanes(ens, X).sum() > 50  # (the rows do lie at the hyperplanes)
+    got = evaluate.predict(ens, X_test)
+    assert (got["label"] == model.predict(np.concatenate([X_test, float32_projections(X_test, terms)], axis=1))).all()
+
+
+@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("which", ["tree", "forest"])
+def test_every_exact_form_routes_as_the_reference(which, form, tree, forest):
+    """Routing exact on every row kind, +-inf included (where a sum meets inf - inf it is NaN:
+    missing); the near-hyperplane rows counted in a note."""
+    model, terms, X_test, ens = tree if which == "tree" else forest
+    onx = tree2mat.convert(ens, form)
+    report = tree2mat.verify(ens, onx, rows=500)
+    assert report.passed, report.summary()
+    assert "routing" in {o.name for o in report.outputs}
+    near = [n for n in report.notes if n.startswith("oblique nodes:")]
+    assert len(near) == 1 and int(near[0].split()[2]) > 50, near
+    report = tree2mat.verify(ens, onx, X_test)
+    assert report.passed, report.summary()
+    got = run_onnx(onx, X_test)
+    assert (got["label"] == model.predict(np.concatenate([X_test, float32_projections(X_test, terms)], axis=1))).all()
+
+
+def test_a_weight_one_float32_step_off_fails_and_is_counted_near_a_hyperplane(forest):
+    """A graph built with one weight moved by one float32 step misroutes rows at that hyperplane:
+    verify fails, and counts those mismatches as near a hyperplane (never passes them)."""
+    _, _, _, ens = forest
+    pr = ens.projections
+    used = [int(t.feature[0]) - ens.n_features for t in ens.trees if t.feature[0] >= ens.n_features]
+    m = used[0] if used else 1
+    weight = pr.weight.copy()
+    weight[m, 0] = float(np.nextafter(np.float32(weight[m, 0]), np.float32(np.inf)))
+    moved = dataclasses.replace(ens, projections=Projections(pr.feature, weight)).validate()
+    report = tree2mat.verify(ens, tree2mat.convert(moved, "sign"), rows=2000)
+    routing = next(o for o in report.outputs if o.name == "routing")
+    assert not report.passed and routing.mismatches > 0
+    assert 0 < routing.near_boundary <= routing.mismatches
+    assert "near a hyperplane" in report.summary()
+
+
+def test_soft_forms_take_oblique_nodes_and_harden_as_the_temperature_falls(tree):
+    model, terms, X_test, ens = tree
+    expected = evaluate.predict(ens, X_test)["label"]
+    for form in ("soft", "softmax"):
+        got = run_onnx(tree2mat.convert(ens, form, temperature=1e-5), X_test)["label"]
+        assert (got == expected).mean() > 0.99
+
+
+def test_float64_sums_need_a_float64_graph(tree):
+    """A model whose projections sum in float64: a float32 graph is refused (its sums would round
+    otherwise); a float64 graph is exact."""
+    _, _, X_test, ens = tree
+    rng = np.random.default_rng(1)
+    weight = np.where(ens.projections.feature >= 0, ens.projections.weight * (1 + rng.normal(size=ens.projections.weight.shape) * 1e-9), 0.0)
+    ens64 = dataclasses.replace(ens, source_dtype=np.dtype(np.float64), projections=Projections(ens.projections.feature, weight)).validate()
+    with pytest.raises(UnsupportedModelError, match="sum in float64: convert it with --dtype float64"):
+        tree2mat.convert(ens64, "sign")
+    for form in EXACT:
+        report = tree2mat.verify(ens64, tree2mat.convert(ens64, form, dtype="float64"), rows=300)
+        assert report.passed, report.summary()
+    with pytest.raises(InvalidTreeError, match="is no float32 number"):
+        dataclasses.replace(ens64, source_dtype=np.dtype(np.float32)).validate()
+
+
+def test_ir_json_round_trip_keeps_the_projections(tree, tmp_path):
+    _, _, X_test, ens = tree
+    doc = json.loads(dumps(ens))
+    assert len(doc["projections"]) == ens.projections.n_projections
+    assert doc["projections"][0]["feature"] == ens.projections.terms(0)[0].tolist()
+    back = ensemble_from_dict(doc)
+    assert (evaluate.apply(back, X_test) == evaluate.apply(ens, X_test)).all()
+    path = tmp_path / "oblique.json"
+    path.write_text(dumps(ens))
+    assert tree2mat.verify(path, tree2mat.convert(path, "traverse"), rows=200).passed
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["projections"][0].update(feature=[99]), "outside \\[0, 8\\)"),
+        (lambda d: d["projections"][0].update(weight=[0.0]), "finite and non-zero"),
+        (lambda d: d["projections"][0].update(weight=[0.1]), "is no float32 number"),
+        (lambda d: d["projections"][0].update(feature=[1, 2], weight=[1.0]), "as many weights as features"),
+        (lambda d: d.update(projections=[]), "non-empty list"),
+        (lambda d: d.update(projections=None) or d["trees"][0]["feature"].__setitem__(0, 8), "outside \\[0, 8\\)"),
+        (lambda d: d["trees"][0]["feature"].__setitem__(0, 8 + 10), "outside \\[0, 18\\)"),
+        (lambda d: d.update(missing_value=-1.0), "NaN as the only missing value"),
+    ],
+)
+def test_ill_formed_projections_are_refused_by_name(tree, change, message):
+    doc = json.loads(dumps(tree[3]))
+    change(doc)
+    with pytest.raises((ModelFileError, InvalidTreeError), match=message):
+        ensemble_from_dict(doc)
+
+
+def test_projections_summed_in_order_differ_from_another_order():
+    """The order matters (what the definition fixes): three float32 terms whose sum depends on it."""
+    X = np.asarray([[1e8, 1.0, -1e8]], np.float32)
+    forward = Projections(np.asarray([[0, 1, 2]]), np.asarray([[1.0, 1.0, 1.0]])).values(X)
+    backward = Projections(np.asarray([[2, 0, 1]]), np.asarray([[1.0, 1.0, 1.0]])).values(X)
+    assert forward[0, 0] == 0.0 and backward[0, 0] == 1.0
+    assert float32_projections(X, [([0, 1, 2], [1.0, 1.0, 1.0])])[0, 0] == forward[0, 0]
