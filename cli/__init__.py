@@ -211,7 +211,7 @@ def inspect(
 
         size = atomic_write(png, draw_tree(ens, tree, model_name=model.name))
         n_leaf, n_int = mats["B"].shape
-        typer.echo(f"wrote {png} ({_human(size)}): tree {tree} ({n_int} internal nodes, {n_leaf} leaves) beside S, t, B, the bitvector and v")
+        typer.echo(f"wrote {png} ({_human(size)}): tree {tree} ({n_int} internal nodes, {n_leaf} leaves) beside {'W' if 'W' in mats else 'S'}, t, B, the bitvector and v")
         return None
     if fmt == "npz":
         if output is None:
@@ -441,7 +441,8 @@ def _matrices_text(tree: int, mats: dict[str, np.ndarray], names: tuple[str, ...
     n_int, n_leaf = mats["B"].shape[1], mats["B"].shape[0]
     nodes = [f"n{i + 1}" for i in range(n_int)]
     leaves = [f"v{j + 1}" for j in range(n_leaf)]
-    feats = list(names) if names else [f"x{f + 1}" for f in range(mats["S"].shape[1])]
+    selection = "W" if "W" in mats else "S"
+    feats = list(names) if names else [f"x{f + 1}" for f in range(mats[selection].shape[1])]
     out = [f"tree {tree}: {n_int} internal nodes (breadth-first n1..), {n_leaf} leaves (left to right v1..)"]
 
     def table(title: str, m: np.ndarray, rows: list[str], cols: list[str]) -> None:
@@ -451,7 +452,10 @@ def _matrices_text(tree: int, mats: dict[str, np.ndarray], names: tuple[str, ...
         for r, row in zip(rows, m):
             out.append(r.ljust(6) + " ".join(f"{v:g}".rjust(w) for v in row))
 
-    table("S (node x feature)", mats["S"], nodes, feats)
+    if selection == "W":
+        table("W (node x feature weights: a node tests W x <= t)", mats["W"], nodes, feats)
+    else:
+        table("S (node x feature)", mats["S"], nodes, feats)
     table("t (thresholds)", mats["t"][:, None], nodes, ["t"])
     table("B (template: -1 left subtree, +1 right, 0 off path)", mats["B"], leaves, nodes)
     table("bitvector (QuickScorer: 0 iff leaf in left subtree)", mats["bitvector"], leaves, nodes)

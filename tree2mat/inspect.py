@@ -15,14 +15,23 @@ from tree2mat.ir.matrices import paper_matrices
 def matrices_of(ens: Ensemble, tree: int) -> dict[str, np.ndarray]:
     if not 0 <= tree < ens.n_trees:
         raise OptionError(f"--tree {tree} is out of range: the model has {ens.n_trees} trees (0 to {ens.n_trees - 1})")
-    return paper_matrices(ens.trees[tree], ens.n_features)
+    return paper_matrices(ens.trees[tree], ens.n_features, ens.projections)
+
+
+def features_used(ens: Ensemble) -> list[int]:
+    """The input features some node reads (an oblique node: each feature of its projection)."""
+    used = {int(f) for t in ens.trees for f in t.feature if f < ens.n_features}
+    if ens.projections is not None:
+        oblique = {int(f) - ens.n_features for t in ens.trees for f in t.feature if f >= ens.n_features}
+        used |= {int(f) for m in oblique for f in ens.projections.terms(m)[0]}
+    return sorted(used)
 
 
 def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY) -> dict[str, Any]:
     """Machine-readable facts about the ensemble (``inspect --format json``)."""
     depths = ens.tree_depths().tolist()
     leaves = [t.n_leaves for t in ens.trees]
-    used = sorted({int(f) for t in ens.trees for f in t.feature})
+    used = features_used(ens)
     info: dict[str, Any] = {
         "source": ens.source,
         "task": ens.task.value,
@@ -36,10 +45,14 @@ def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY) -> dict[st
         "category_codes": ens.category_codes.value,
         "zero_missing_nodes": int(sum(t.zero_missing.sum() for t in ens.trees)),
         "linear_leaf_trees": sum(t.is_linear for t in ens.trees),
+        "oblique_nodes": int(sum((t.feature >= ens.n_features).sum() for t in ens.trees)),
         "comparison": ens.comparison.value,
         "aggregation": ens.aggregation.value,
         "link": ens.link.value,
     }
+    if ens.projections is not None:
+        terms = (ens.projections.feature >= 0).sum(axis=1)
+        info["projections"] = {"count": ens.projections.n_projections, "max_terms": int(terms.max()), "mean_terms": float(terms.mean())}
     if ens.classes:
         info["classes"] = [c.tolist() for c in ens.classes]
     if ens.category_labels:

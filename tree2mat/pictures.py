@@ -120,7 +120,7 @@ def node_labels(ens: Ensemble, tree: int, feature_names: Sequence[str] | None = 
     cat_row = {int(node): m for m, node in enumerate(t.cat_nodes)}
     op = "≤" if ens.comparison is Comparison.LE else "<"
     nodes = [
-        f"{_short(names[int(t.feature[i])])}\n"
+        f"{_short(names[int(t.feature[i])]) if t.feature[i] < ens.n_features else 'W x'}\n"
         + (_categorical_test(t, cat_row[i]) if i in cat_row else f"{op} {_num(t.threshold[i])}")
         for i in range(t.n_internal)
     ]
@@ -326,9 +326,10 @@ def _draw_tree(ax: Axes, boxes: list[_Box], edges: list[tuple[int, int, int]], l
 # ----------------------------------------------------------------------------------- matrices
 
 
-_TITLES = {"S": "S: node × feature", "t": "t", "B": "B: leaf × node", "v": "v", "bitvector": "bitvector: leaf × node"}
+_TITLES = {"S": "S: node × feature", "W": "W: node × feature", "t": "t", "B": "B: leaf × node", "v": "v", "bitvector": "bitvector: leaf × node"}
 _CAPTIONS = {
     "S": "1: the feature\nthe node tests",
+    "W": "the weights of the\nfeatures a node sums\n(W x <= t)",
     "t": "thresholds",
     "B": "-1: leaf in the node's\nleft subtree, +1: right,\n0: off the leaf's path",
     "v": "leaf\nvalues",
@@ -350,7 +351,8 @@ def _matrix_rects(mats: dict[str, np.ndarray], names: list[str]) -> tuple[float,
     B, v and the bitvector below, each with its title above and caption below); and the area's
     width and height."""
     n_leaf, n_int = mats["B"].shape
-    n_feat, k = mats["S"].shape[1], mats["v"].shape[1]
+    sel = "W" if "W" in mats else "S"
+    n_feat, k = mats[sel].shape[1], mats["v"].shape[1]
     detail = n_leaf <= DETAIL_LEAVES
     cell = (0.3 if n_leaf <= 8 else 0.25) if detail else 4.6 / n_leaf
     label = 0.45 if detail else 0.5  # room for the row labels n1.., v1..
@@ -360,7 +362,7 @@ def _matrix_rects(mats: dict[str, np.ndarray], names: list[str]) -> tuple[float,
     v_w = min(k * v_cell, 6.0) if detail else min(k * 0.15, 1.5)
     rows = [
         (0.3 + min(max(len(n) for n in names), 24) * CHAR + 0.1, n_int * cell,
-         [("S", label, s_w)] + ([("t", 0.1, 0.6)] if detail else [])),
+         [(sel, label, s_w)] + ([("t", 0.1, 0.6)] if detail else [])),
         (0.3 + 0.25, n_leaf * cell, [("B", label, n_int * cell), ("v", 0.12, v_w), ("bitvector", 0.15 + label, n_int * cell)]),
     ]
     rects: dict[str, tuple[float, float, float, float]] = {}
@@ -395,6 +397,10 @@ def _draw_matrix(ax: Axes, name: str, mats: dict[str, np.ndarray], names: list[s
     if name == "S":
         _heatmap(ax, mats["S"], ListedColormap(["white", "#3a7d44"]), BoundaryNorm([-0.5, 0.5, 1.5], 2),
                  nodes, names, "S", detail, rotate=True)
+    elif name == "W":
+        top = float(np.abs(mats["W"]).max()) or 1.0
+        _heatmap(ax, mats["W"], "RdBu", Normalize(-top, top), nodes, names, "W", detail, rotate=True,
+                 texts=[[_num(x, 2) if x else "" for x in row] for row in mats["W"]] if detail else None)
     elif name == "t":
         _heatmap(ax, np.zeros((n_int, 1)), ListedColormap(["#f7f7f7"]), Normalize(0, 1), [], [], "t", detail,
                  texts=[["cat" if i in t.cat_nodes else _num(v)] for i, v in enumerate(mats["t"])])

@@ -154,3 +154,36 @@ def test_projections_summed_in_order_differ_from_another_order():
     backward = Projections(np.asarray([[2, 0, 1]]), np.asarray([[1.0, 1.0, 1.0]])).values(X)
     assert forward[0, 0] == 0.0 and backward[0, 0] == 1.0
     assert float32_projections(X, [([0, 1, 2], [1.0, 1.0, 1.0])])[0, 0] == forward[0, 0]
+
+
+def test_inspect_shows_w_and_t_and_draws_the_tree(tree, tmp_path, capsys):
+    """inspect: the oblique node count and projections; ``--tree`` gives W (each oblique node's
+    row its projection's weights, an axis-aligned node's a 1 at its feature) in place of S."""
+    from tree2mat.cli import main
+
+    _, terms, _, ens = tree
+    path = tmp_path / "oblique.json"
+    path.write_text(dumps(ens))
+    assert main(["inspect", str(path), "--format", "json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    t = ens.trees[0]
+    assert info["oblique_nodes"] == int((t.feature >= 8).sum()) > 0
+    assert info["projections"]["count"] == len(terms) and info["projections"]["max_terms"] == 8
+    assert main(["inspect", str(path), "--tree", "0", "--format", "npz", "-o", str(tmp_path / "m.npz")]) == 0
+    mats = np.load(tmp_path / "m.npz")
+    assert "S" not in mats and mats["W"].shape == (t.n_internal, 8)
+    for i in range(t.n_internal):
+        f = int(t.feature[i])
+        expected = np.zeros(8)
+        if f < 8:
+            expected[f] = 1.0
+        else:
+            feats, weights = terms[f - 8]
+            expected[feats] = weights
+        assert (mats["W"][i] == expected).all(), i
+    assert (mats["t"] == t.threshold).all()
+    assert main(["inspect", str(path), "--tree", "0"]) == 0
+    assert "W (node x feature weights" in capsys.readouterr().out
+    pytest.importorskip("matplotlib")
+    assert main(["inspect", str(path), "--tree", "0", "--png", str(tmp_path / "t.png")]) == 0
+    assert "beside W, t, B" in capsys.readouterr().out and (tmp_path / "t.png").stat().st_size > 10_000

@@ -56,3 +56,15 @@ def test_no_cpu_fallback_and_same_leaves_as_cpu(name, form, matmul):
     cpu = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     rows, _ = synthesize(tree2mat.load(model), 1000)
     np.testing.assert_array_equal(cuda.run(["leaves"], {"input": rows})[0], cpu.run(["leaves"], {"input": rows})[0])
+
+
+@pytest.mark.parametrize("form", [name for name, spec in tree2mat.FORMS.items() if spec.exact])
+def test_oblique_forest_on_cuda(form):
+    """Oblique nodes' projections are elementwise Mul and Add (never a MatMul: TF32 does not
+    touch them), |p| x sign(p) before each Add (a fused multiply-add rounds the same): routing
+    exact on the device against the reference evaluator, near-hyperplane rows included."""
+    from conftest import oblique_model
+
+    ens = oblique_model("forest")[3]
+    report = tree2mat.verify(ens, tree2mat.convert(ens, form), device="cuda", rows=1000)
+    assert report.passed, report.summary()

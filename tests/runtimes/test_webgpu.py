@@ -5,6 +5,7 @@ installing Chromium and the npm packages; skipped elsewhere, as CI has no browse
   WebGPU backend (SwiftShader's adapter headless), against the library, leaf ids included; every
   exact form is run too and the outcome written to build/webgpu.json (for the README's table);
 - the default graphs of the matrix's attention forests, against their own predict;
+- each exact form's graph of the matrix's oblique forest, against the reference evaluator;
 - the browser example (examples/web) scores its rows on WebGPU with scikit-learn's labels.
 """
 
@@ -23,7 +24,7 @@ from tree2mat.runtimes import NODE_SCRIPT, RUNTIMES, node_modules
 from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
 
 from conftest import ROOT
-from test_runtimes import EXACT, MODELS, SOFT, attention_forest, fitted, graph
+from test_runtimes import EXACT, MODELS, SOFT, attention_forest, fitted, graph, oblique_forest
 
 RESULTS = ROOT / "build" / "webgpu.json"
 
@@ -58,6 +59,15 @@ def test_attention_forests_default_graphs_on_webgpu(kind):
     the softmax's rounding, labels identical."""
     abrf = attention_forest(kind)
     report = tree2mat.verify(abrf, tree2mat.convert(abrf), runtime="webgpu", rows=100)
+    assert report.passed, report.summary()
+
+
+@pytest.mark.parametrize("form", EXACT)
+def test_oblique_forest_routes_exactly_on_webgpu(form):
+    """Projections summed term by term in float32 (WGSL may fuse a multiply into an add: the
+    graph adds |p| x sign(p), exact), then the nodes: routing exact, near-hyperplane rows too."""
+    ens = oblique_forest()[3]
+    report = tree2mat.verify(ens, tree2mat.convert(ens, form), runtime="webgpu", rows=100)
     assert report.passed, report.summary()
 
 

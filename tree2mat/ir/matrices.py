@@ -2,7 +2,8 @@
 
 With I internal nodes (breadth-first), L = I + 1 leaves (left to right), F features:
 
-- ``S``  {0,1}^{I x F}: one-hot feature selection; ``t`` the thresholds.
+- ``S``  {0,1}^{I x F}: one-hot feature selection; ``t`` the thresholds. A tree with oblique
+  nodes has ``W`` in R^{I x F} instead: each node's weights (Decision Machines' ``Wx - b``).
 - ``B``  {-1,0,+1}^{L x I}: template matrix; -1 if the leaf lies in the node's left subtree,
   +1 in its right subtree, 0 off the leaf's path.
 - ``bitvector`` {0,1}^{L x I}: QuickScorer's bit-vector matrix; 0 iff the leaf lies in the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tree2mat.ir.core import Tree
+from tree2mat.ir.core import Projections, Tree
 
 
 def leaf_paths(tree: Tree) -> list[list[tuple[int, int]]]:
@@ -50,17 +51,32 @@ def bitvector_matrix(tree: Tree) -> np.ndarray:
 
 
 def selection_matrix(tree: Tree, n_features: int) -> np.ndarray:
-    """S, int8 [I, F]."""
+    """S, int8 [I, F] (an oblique node's row: 0; see :func:`weight_matrix`)."""
     s = np.zeros((tree.n_internal, n_features), np.int8)
-    s[np.arange(tree.n_internal), tree.feature] = 1
+    axis = tree.feature < n_features
+    s[np.flatnonzero(axis), tree.feature[axis]] = 1
     return s
 
 
-def paper_matrices(tree: Tree, n_features: int) -> dict[str, np.ndarray]:
-    """``S``, ``t``, ``B``, ``bitvector``, ``v``, ``depth`` as named in the papers."""
+def weight_matrix(tree: Tree, n_features: int, projections: Projections) -> np.ndarray:
+    """W, float64 [I, F]: per node the weights of the features it sums (Decision Machines' W x - b
+    for oblique splits; an axis-aligned node's row is S's, a 1 at its feature)."""
+    w = selection_matrix(tree, n_features).astype(np.float64) if tree.n_internal else np.zeros((0, n_features))
+    for i in np.flatnonzero(tree.feature >= n_features):
+        feats, weights = projections.terms(int(tree.feature[i]) - n_features)
+        w[i] = 0.0
+        np.add.at(w[i], feats, weights)
+    return w
+
+
+def paper_matrices(tree: Tree, n_features: int, projections: Projections | None = None) -> dict[str, np.ndarray]:
+    """``S`` (or, for a tree with oblique nodes, ``W``: :func:`weight_matrix`), ``t``, ``B``,
+    ``bitvector``, ``v``, ``depth`` as named in the papers."""
     b = template_matrix(tree)
+    oblique = projections is not None and bool((tree.feature >= n_features).any())
     return {
-        "S": selection_matrix(tree, n_features),
+        **({"W": weight_matrix(tree, n_features, projections)} if oblique and projections is not None
+           else {"S": selection_matrix(tree, n_features)}),
         "t": tree.threshold.copy(),
         "B": b,
         "bitvector": (b != -1).astype(np.int8),
