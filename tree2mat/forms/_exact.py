@@ -39,7 +39,7 @@ def dense_constant_bytes(ens: Ensemble) -> int:
 def dense_bytes_per_row(ens: Ensemble) -> int:
     """Runtime memory per input row of a dense form's largest intermediates: per node its value,
     test bits and MatMul operand, per leaf its score (12 bytes per node and leaf, a bound)."""
-    return padded_work(ens)[0] * 12 + ens.n_trees * ens.n_outputs * 8 + _layout.categorical_bytes_per_row(ens)
+    return padded_work(ens)[0] * 12 + ens.n_trees * ens.n_outputs * 8 + _layout.input_bytes_per_row(ens)
 
 
 def trees_first(g: GraphBuilder, st: _layout.Stacked, bits: str, hint: str) -> str:

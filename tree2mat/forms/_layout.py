@@ -274,6 +274,14 @@ def _category_sets(ens: Ensemble) -> dict[int, set[float]]:
     return per_feature
 
 
+def input_bytes_per_row(ens: Ensemble) -> int:
+    """Runtime bytes per row of what the nodes read besides the input itself: the categorical
+    intermediates (:func:`categorical_bytes_per_row`) and, for oblique nodes, the projections
+    (per projection its running sum, term, product and copies in the input's columns: 33 bytes)."""
+    projections = 0 if ens.projections is None else 33 * ens.projections.n_projections
+    return categorical_bytes_per_row(ens) + projections
+
+
 def categorical_bytes_per_row(ens: Ensemble) -> int:
     """Runtime bytes per row of the categorical intermediates ([N, F_c, C] and [N, M])."""
     features = _category_sets(ens)

@@ -134,7 +134,7 @@ def constant_bytes(ens: Ensemble) -> int:
 
 def bytes_per_row(ens: Ensemble) -> int:
     T, I, L = _layout.padded_sizes(ens)
-    return T * (I * 8 * 10 + L * 8 * 4 + ens.n_outputs * 8) + _layout.categorical_bytes_per_row(ens)
+    return T * (I * 8 * 10 + L * 8 * 4 + ens.n_outputs * 8) + _layout.input_bytes_per_row(ens)
 
 
 def _build(ens: Ensemble, opts: GraphOptions, name: str) -> onnx.ModelProto:
