@@ -63,7 +63,8 @@ def _check_options(ens: Ensemble, rows: int, seed: int, dtype: np.dtype, max_nod
     if not 0 <= seed < 2**63:
         raise OptionError("--seed must be >= 0")
     n_nodes = min(sum(t.n_internal for t in ens.trees), max_nodes)
-    estimate = (rows + 8 * n_nodes + 3 * max(rows // 4, 16)) * ens.n_features * np.dtype(dtype).itemsize
+    per_node = 22 if ens.is_oblique else 8  # (an oblique node: 3 cells moved onto its hyperplane, 7 steps each, and NaN)
+    estimate = (rows + per_node * n_nodes + 3 * max(rows // 4, 16)) * ens.n_features * np.dtype(dtype).itemsize
     if estimate > MAX_SYNTHESIZED_BYTES:
         raise OptionError(
             f"synthesized rows would take {estimate / 2**30:.1f} GiB for {ens.n_features} features; "
