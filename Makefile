@@ -12,7 +12,7 @@ NODE_STAMP := $(NODE_DIR)/.tree2mat-installed
 HAS_NODE   := $(shell command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && echo yes)
 export TREE2MAT_NODE_MODULES := $(CURDIR)/$(NODE_DIR)/node_modules
 
-.PHONY: demo test test-fast test-webgpu fuzz install node clean
+.PHONY: demo test test-fast test-webgpu fuzz install node treeple clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,20 @@ $(NODE_STAMP): js/package.json js/package-lock.json
 	touch $(NODE_STAMP)
 
 node: $(NODE_STAMP)
+
+# treeple's oblique trees (tests/frontends/test_treeple.py) in a venv of their own: treeple 0.10.3
+# imports only with scikit-learn 1.6 (1.9: binary incompatible; 1.7: its fit fails), so the core
+# install and pytest with constraints.txt, scikit-learn pinned to 1.6.1 instead.
+TREEPLE_VENV  := build/treeple-venv
+TREEPLE_STAMP := build/treeple/.installed
+$(TREEPLE_STAMP): pyproject.toml constraints.txt
+	mkdir -p build/treeple
+	sed 's/^scikit-learn==.*/scikit-learn==1.6.1/' constraints.txt > build/treeple/constraints.txt
+	test -x $(TREEPLE_VENV)/bin/python || $(PYTHON) -m venv $(TREEPLE_VENV)
+	$(TREEPLE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -c build/treeple/constraints.txt -e '.[treeple]' treeple==0.10.3 pytest
+	touch $(TREEPLE_STAMP)
+
+treeple: $(TREEPLE_STAMP)
 
 # Train a real model from a seed, convert it, verify it against scikit-learn; then the same for a
 # whole pipeline (preprocessing and a forest) through skl2onnx.
@@ -46,11 +60,12 @@ demo: $(STAMP)
 # two workers each spinning two OpenMP threads on two cores made single fits 50 times slower.
 # The runtime matrix (tests/runtimes/test_runtimes.py) runs the Python runtimes always and the Node.js ones
 # when node is present (the Makefile installs their npm packages first).
-test: $(STAMP) $(if $(HAS_NODE),$(NODE_STAMP))
+test: $(STAMP) $(if $(HAS_NODE),$(NODE_STAMP)) $(TREEPLE_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2
+	OMP_NUM_THREADS=1 $(TREEPLE_VENV)/bin/python -m pytest -q tests/frontends/test_treeple.py
 
 # The fast tier for development (under a minute on 2 cores): lint, types, layers and every test
 # not marked slow. CI runs make test, which runs them all.
