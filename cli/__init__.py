@@ -288,7 +288,7 @@ def attend(
         raise OptionError("-o -: the attention forest is a file; name it, e.g. forest.abrf.json")
     _check_output("-o", output)
     for given, what in ((model, "MODEL"), (data, "--data"), (Path(target) if target else None, "--target")):
-        if given is not None and given.exists() and output.exists() and output.resolve() == given.resolve():
+        if given is not None and (what == "--json" or given.exists()) and output.resolve() == given.resolve():
             raise OptionError(f"-o {output} is {what}: write the attention forest to another file")
     eps, temp = _auto_number("--epsilon", epsilon), _auto_number("--tau", tau)
     first = attention.check_variant(variant, eps, loss)  # (before any work)
@@ -361,7 +361,7 @@ def learn(
     _check_output("-o", output)
     _check_output("--json", json_out)
     for given, what in ((model, "MODEL"), (data, "--data"), (Path(target) if target else None, "--target"), (json_out, "--json")):
-        if given is not None and given.exists() and output.exists() and output.resolve() == given.resolve():
+        if given is not None and (what == "--json" or given.exists()) and output.resolve() == given.resolve():
             raise OptionError(f"-o {output} is {what}: write the fine-tuned model to another file")
     learning.check_options(epochs, steepness, steepness_increase, held_out, learning_rate, batch_size)  # (before any work)
     X, y = load_labelled(data, target)

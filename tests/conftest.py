@@ -113,13 +113,8 @@ def oblique_ir(model, terms: list[tuple[list[int], list[float]]], n_features: in
     from tree2mat.ir.core import Projections
 
     ens = tree2mat.load(model)
-    P = max(len(f) for f, _ in terms)
-    feature = np.full((len(terms), P), -1, np.int64)
-    weight = np.zeros((len(terms), P))
-    for m, (f, w) in enumerate(terms):
-        feature[m, : len(f)], weight[m, : len(w)] = f, w
     return dataclasses.replace(
-        ens, n_features=n_features, projections=Projections(feature, weight), feature_names=None, finite_features=(), accepts_inf=True,
+        ens, n_features=n_features, projections=Projections.from_terms(terms), feature_names=None, finite_features=(), accepts_inf=True,
     ).validate()
 
 

@@ -187,3 +187,92 @@ def test_inspect_shows_w_and_t_and_draws_the_tree(tree, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     assert main(["inspect", str(path), "--tree", "0", "--png", str(tmp_path / "t.png")]) == 0
     assert "beside W, t, B" in capsys.readouterr().out and (tmp_path / "t.png").stat().st_size > 10_000
+
+
+def _sum(X: np.ndarray, feats, weights, order, fused: bool) -> np.ndarray:
+    """A float32 sum of the terms in ``order``; ``fused``: each step one rounding of s + x * w
+    (a fused multiply-add: the product exact in float64, the sum then rounded to float32)."""
+    s = np.zeros(X.shape[0], np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for p in order:
+            x, w = X[:, feats[p]], np.float32(weights[p])
+            s = (s.astype(np.float64) + x.astype(np.float64) * np.float64(w)).astype(np.float32) if fused else s + x * w
+    return s
+
+
+def test_rows_another_arithmetic_routes_otherwise_are_all_flagged_near_a_hyperplane():
+    """The near-boundary margin is sound and not wide: sums in reverse order, with fused
+    multiply-adds, or both, decide a node otherwise only on rows near_hyperplanes flags; and it
+    flags few random rows. Rows on the hyperplanes (1-3 float32 steps around them), magnitudes
+    from 1e-30 to 1e30 (subnormal products), terms that overflow in one order only."""
+    rng = np.random.default_rng(0)
+    F, n = 6, 4000
+    flagged_random = differing = 0
+    for case in range(60):
+        size = int(rng.integers(2, F + 1))
+        feats = rng.choice(F, size=size, replace=False)
+        weights = (rng.normal(size=size) * 10.0 ** rng.integers(-3, 4, size=size)).astype(np.float32).astype(np.float64)
+        scale = 10.0 ** rng.uniform(-30, 30, size=(n, 1))
+        X = (rng.normal(size=(n, F)) * scale).astype(np.float32)
+        if case % 10 == 0:  # huge cells: partial sums overflow in some orders
+            X[: n // 4] = (np.sign(rng.normal(size=(n // 4, F))) * 3e38).astype(np.float32)
+        t = float(_sum(X[:1], feats, weights, range(size), False)[0])
+        t = t if np.isfinite(t) else 0.0
+        doc = {
+            "tree2mat_ir": 1, "n_features": F, "source_dtype": "float32",
+            "projections": [{"feature": feats.tolist(), "weight": weights.tolist()}],
+            "trees": [{"feature": [F], "threshold": [t], "default_left": [True], "left": [-1], "right": [-2], "value": [0, 1]}],
+        }
+        ens = ensemble_from_dict(doc)
+        # half the rows moved onto the hyperplane along their first term, then 0-3 float32 steps
+        on = rng.random(n) < 0.5
+        rest = _sum(X, feats[1:], weights[1:], range(size - 1), False).astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            cell = ((t - rest) / weights[0]).astype(np.float32)
+        for _ in range(3):
+            step = rng.integers(-1, 2, size=n).astype(np.float32)
+            cell = np.where(step != 0, np.nextafter(cell, step * np.float32(np.inf)), cell)
+        X[on, feats[0]] = np.where(np.isfinite(cell[on]), cell[on], X[on, feats[0]])
+        near = evaluate.near_hyperplanes(ens, X)
+        reference = _sum(X, feats, weights, range(size), False)
+        for order, fused in ((range(size)[::-1], False), (range(size), True), (range(size)[::-1], True)):
+            other = _sum(X, feats, weights, order, fused)
+            with np.errstate(invalid="ignore"):
+                left_ref = np.where(np.isnan(reference), True, reference <= t)
+                left_other = np.where(np.isnan(other), True, other <= t)
+            assert not (left_ref != left_other)[~near].any(), (case, order, fused)
+            differing += int((left_ref != left_other).sum())
+        huge = np.zeros(n, bool)
+        if case % 10 == 0:
+            huge[: n // 4] = True
+            assert near[huge & ~on].all()  # (sum |w x| past float32's largest number)
+        flagged_random += int(near[~on & ~huge].sum())
+    assert flagged_random < 0.001 * 60 * n / 2
+    assert differing > 100  # (the other arithmetics do route rows otherwise: the test can fail)
+
+
+@pytest.mark.parametrize("form", EXACT)
+def test_a_float64_graph_of_a_float32_model_routes_as_the_reference(form, forest):
+    """The graph casts float64 rows to float32 and sums there; the hyperplane rows step in
+    float32 (the sum's dtype), so that they straddle the float32 sums after the cast too."""
+    _, _, X_test, ens = forest
+    onx = tree2mat.convert(ens, form, dtype="float64")
+    report = tree2mat.verify(ens, onx, rows=300)
+    assert report.passed, report.summary()
+    X, kinds = synthesize(ens, 300, dtype=np.dtype(np.float64))
+    start = kinds["random"]
+    threshold = X[start : start + kinds["threshold"]]
+    assert np.unique(threshold.astype(np.float32), axis=0).shape[0] > 0.9 * np.unique(threshold, axis=0).shape[0]
+
+
+def test_a_hostile_categorical_node_beside_projections_is_one_line(tree, tmp_path, capsys):
+    from tree2mat.cli import main
+
+    doc = json.loads(dumps(tree[3]))
+    doc["trees"][0]["categorical"] = [{"node": 999, "values": [1.0], "left": [True]}]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    assert main(["convert", str(path), "-o", str(tmp_path / "bad.onnx")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "categorical node index out of range" in err and "internal error" not in err
+    assert not (tmp_path / "bad.onnx").exists()

@@ -344,7 +344,7 @@ def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions, dtype: np
         tiny = g.op("LessOrEqual", [g.op("Abs", [value], "x_abs"), g.const(band, "zero_band")], "x_tiny")
         value = g.op("Where", [tiny, g.const(cmp.type(0), "zero_value"), value], "x_banded")
     if ens.projections is not None:
-        if dtype is None and cmp != np.dtype(ens.source_dtype):
+        if dtype is None and cmp != np.dtype(ens.source_dtype) and ens.is_oblique:
             raise UnsupportedModelError(
                 f"this model's oblique nodes sum in {np.dtype(ens.source_dtype).name}: convert it with "
                 f"--dtype {np.dtype(ens.source_dtype).name} (a {cmp.name} sum rounds differently)"
@@ -356,10 +356,10 @@ def compared_input(g: GraphBuilder, ens: Ensemble, opts: GraphOptions, dtype: np
 def _with_projections(g: GraphBuilder, pr: Projections, n_features: int, value: str, missing: str, cmp: np.dtype) -> tuple[str, str]:
     """The input's columns and missing mask [N, F] with the projections appended, [N, F + M]:
     each summed term by term in ``cmp`` as :class:`~tree2mat.ir.core.Projections` defines (per
-    term one ``Gather`` of the input's columns, one ``Mul`` by the weights, one ``Add``: IEEE
-    operations, each rounded; a padding term reads an appended row of zeros, so that an infinite
-    input cannot turn it into NaN). A projection is missing where its sum is NaN (a NaN input,
-    or ``inf - inf``)."""
+    term a ``Gather`` of the input's columns and a ``Mul`` by the weights, then, with more than
+    one term, the product again as ``|p| x sign(p)`` and an ``Add``: IEEE operations, each
+    rounded; a padding term reads an appended row of zeros, so that an infinite input cannot turn
+    it into NaN). A projection is missing where its sum is NaN (a NaN input, or ``inf - inf``)."""
     P = pr.feature.shape[1]
     columns = g.op("Transpose", [value], "x_by_column", perm=[1, 0])  # [F, N]
     if (pr.feature < 0).any():

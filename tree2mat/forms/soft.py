@@ -151,7 +151,7 @@ def _build(ens: Ensemble, opts: GraphOptions, name: str) -> onnx.ModelProto:
     # would make it a staircase). Categorical codes still use the library's dtype.
     internal = _layout.internal_dtype(ens, opts)
     x = _layout.compared_input(g, ens, opts, dtype=internal)
-    x_cmp = x if st.threshold.dtype == internal else _layout.compared_input(g, ens, opts)
+    x_cmp = x if st.threshold.dtype == internal or not st.cat_position.size else _layout.compared_input(g, ens, opts)
     logit = node_logits(g, ens, st, x, x_cmp, tau)
     weights = soft_weights(g, ens, st, logit, internal) if name == "soft" else softmax_weights(g, ens, st, logit, tau, internal)
     doc = f"tree2mat {name} form of {ens.source} at temperature {tau:g} (an approximation: exact only as the temperature goes to 0)"

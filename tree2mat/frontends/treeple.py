@@ -58,17 +58,6 @@ def _oblique_tree(est: Any, values: np.ndarray, n_features: int, projections: li
     )
 
 
-def _projections(terms: list[Terms]) -> Projections | None:
-    if not terms:
-        return None
-    width = max(f.size for f, _ in terms)
-    feature = np.full((len(terms), width), -1, np.int64)
-    weight = np.zeros((len(terms), width))
-    for m, (f, w) in enumerate(terms):
-        feature[m, : f.size], weight[m, : f.size] = f, w
-    return Projections(feature, weight)
-
-
 def _ensemble(model: Any, estimators: list[Any], aggregation: Aggregation) -> Ensemble:
     # predict refuses NaN and +-inf (allow_nan=False in every oblique estimator's tags)
     common = dict(sk._common(model), source=f"treeple.{type(model).__name__}", accepts_nan=False, accepts_inf=False)
@@ -87,7 +76,7 @@ def _ensemble(model: Any, estimators: list[Any], aggregation: Aggregation) -> En
     return Ensemble(
         trees=trees, n_outputs=k, output_index=np.full(len(trees), -1), comparison=Comparison.LE,
         source_dtype=np.dtype(np.float32), aggregation=aggregation, base_score=np.zeros(k), link=Link.IDENTITY,
-        projections=_projections(terms), **head, **common,
+        projections=Projections.from_terms(terms) if terms else None, **head, **common,
     ).validate()
 
 

@@ -7,6 +7,7 @@ reference evaluator (``tree2mat.ir.evaluate``) defines what the graph must compu
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -348,6 +349,19 @@ class Projections:
     feature: np.ndarray
     weight: np.ndarray
 
+    @classmethod
+    def from_terms(cls, terms: Sequence[tuple[Any, Any]]) -> Projections:
+        """The projections of ``terms``: per projection its features and weights (equal lengths,
+        in summation order), padded to the longest with feature -1 and weight 0. (Checked by
+        :meth:`validate`, not here.)"""
+        rows = [(np.asarray(f, np.int64).reshape(-1), np.asarray(w, np.float64).reshape(-1)) for f, w in terms]
+        width = max([f.size for f, _ in rows] + [1])
+        feature = np.full((len(rows), width), -1, np.int64)
+        weight = np.zeros((len(rows), width))
+        for m, (f, w) in enumerate(rows):
+            feature[m, : f.size], weight[m, : w.size] = f, w
+        return cls(feature, weight)
+
     @property
     def n_projections(self) -> int:
         return int(self.feature.shape[0])
@@ -358,6 +372,8 @@ class Projections:
         return self.feature[m][used], self.weight[m][used]
 
     def validate(self, n_features: int, dtype: np.dtype) -> None:
+        """Raise :class:`InvalidTreeError` naming the first broken invariant (the terms of
+        projections over ``n_features`` inputs, summed in ``dtype``)."""
         f, w = self.feature, self.weight
         if (
             not isinstance(f, np.ndarray) or not isinstance(w, np.ndarray) or not np.issubdtype(f.dtype, np.integer)
@@ -376,7 +392,7 @@ class Projections:
         if (held != w).any():
             m, p = (int(v[0]) for v in np.nonzero(held != w))
             raise InvalidTreeError(
-                f"projection {m}'s weight {w[m, p]!r} is no {np.dtype(dtype).name} number (the projections sum in the "
+                f"projection {m}'s weight {float(w[m, p])!r} is no {np.dtype(dtype).name} number (the projections sum in the "
                 "model's source dtype: store the weights as values of it)"
             )
 
@@ -545,6 +561,7 @@ class Ensemble:
                     f"tree {t}: output_index {k} needs one value per leaf and 0 <= k < "
                     f"{self.n_outputs}"
                 )
+        self._validate_oblique_nodes()
         self._validate_head()
         return self
 
@@ -554,6 +571,9 @@ class Ensemble:
         self.projections.validate(self.n_features, np.dtype(self.source_dtype))
         if not np.isnan(self.missing_value) or self.zero_band:
             raise InvalidTreeError("oblique nodes take NaN as the only missing value (no missing_value, no zero_band)")
+
+    def _validate_oblique_nodes(self) -> None:
+        """(After each tree's own checks: its categorical and zero-missing nodes are in range.)"""
         for t, tree in enumerate(self.trees):
             oblique = tree.feature >= self.n_features
             if oblique[tree.cat_nodes].any() or (tree.zero_missing.size and (tree.zero_missing & oblique).any()):

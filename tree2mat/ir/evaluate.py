@@ -54,9 +54,12 @@ def columns(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
 
 
 def apply_tree(
-    tree: Tree, X: np.ndarray, comparison: Comparison, codes: CategoryCodes = CategoryCodes.EXACT
+    tree: Tree, X: np.ndarray, comparison: Comparison, codes: CategoryCodes = CategoryCodes.EXACT,
+    visit: Callable[[Tree, np.ndarray, np.ndarray], None] | None = None,
 ) -> np.ndarray:
-    """Leaf index of each row of ``X`` (the columns of :func:`columns`) in ``tree``."""
+    """Leaf index of each row of ``X`` (the columns of :func:`columns`) in ``tree``;
+    ``visit(tree, rows, nodes)``, if given, sees each step of the walk: the rows still walking
+    and the internal node each is at."""
     n = X.shape[0]
     cur = np.zeros(n, np.int64)
     if tree.n_internal == 0:
@@ -66,6 +69,8 @@ def apply_tree(
     active = np.arange(n)
     while active.size:
         nodes = cur[active]
+        if visit is not None:
+            visit(tree, active, nodes)
         x = X[active, tree.feature[nodes]].astype(np.float64)
         t = tree.threshold[nodes]
         with np.errstate(invalid="ignore"):
@@ -95,22 +100,20 @@ def apply(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
     )
 
 
-def near_hyperplanes(ensemble: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
-    """Rows (bool [N]) whose path (by the reference, ``leaves`` [N, T] if given) passes an
-    oblique node with ``|w . x - t|`` within the rounding of a sum of its terms in another order
-    or with fused multiply-adds: ``2 (P + 1) u sum |w_p x_p|`` plus ``P`` of the dtype's smallest
-    subnormal, with ``u`` half the source dtype's epsilon and ``w . x`` in float64. Another
-    arithmetic can route only these rows differently at an oblique node (the "near-boundary"
-    rows ``verify`` counts apart)."""
+def near_hyperplanes(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
+    """Rows (bool [N]) whose path (by the reference) meets an oblique node where another
+    arithmetic of its sum (another order, fused multiply-adds) could decide otherwise: ``|w . x -
+    t|`` within ``2 (P + 1) u sum |w_p x_p|`` plus ``P`` of the dtype's smallest subnormal (``w .
+    x`` in float64, ``u`` half the source dtype's epsilon), or ``sum |w_p x_p|`` past the dtype's
+    largest number (a partial sum may overflow in one order and not in another). These are the
+    "near-boundary" rows ``verify`` counts apart; memory: rows x projections."""
     pr = ensemble.projections
-    Xs = prepare_input(ensemble, X)
+    Xs = columns(ensemble, prepare_input(ensemble, X))
     near = np.zeros(Xs.shape[0], bool)
     if pr is None or not ensemble.is_oblique:
         return near
-    if leaves is None:
-        leaves = apply(ensemble, X)
     dt = np.finfo(np.dtype(ensemble.source_dtype))
-    X64 = Xs.astype(np.float64)
+    X64 = Xs[:, : ensemble.n_features].astype(np.float64)
     exact = np.zeros((Xs.shape[0], pr.n_projections))
     size = np.zeros_like(exact)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -122,31 +125,20 @@ def near_hyperplanes(ensemble: Ensemble, X: np.ndarray, leaves: np.ndarray | Non
     n_terms = (pr.feature >= 0).sum(axis=1)
     margin = 2.0 * (n_terms + 1) * (float(dt.eps) / 2) * size + n_terms * float(dt.smallest_subnormal)
     F = ensemble.n_features
-    for t, tree in enumerate(ensemble.trees):
-        oblique = np.flatnonzero(tree.feature >= F)
-        if not oblique.size:
-            continue
-        m = tree.feature[oblique] - F
+
+    def visit(tree: Tree, rows: np.ndarray, nodes: np.ndarray) -> None:
+        oblique = tree.feature[nodes] >= F
+        rows, nodes = rows[oblique], nodes[oblique]
+        m = tree.feature[nodes] - F
+        # (an infinite term gives the same +-inf or NaN in any order; NaN is not close)
         with np.errstate(invalid="ignore"):
-            # (NaN: not close; an infinite term gives the same +-inf or NaN in any order)
-            close = (np.abs(exact[:, m] - tree.threshold[oblique]) <= margin[:, m]) & np.isfinite(margin[:, m])
-        on_path = _path_nodes(tree)[leaves[:, t]][:, oblique]
-        near |= (close & on_path).any(axis=1)
+            close = (np.abs(exact[rows, m] - tree.threshold[nodes]) <= margin[rows, m]) | (size[rows, m] > float(dt.max))
+        near[rows] |= close & np.isfinite(margin[rows, m])
+
+    for tree in ensemble.trees:
+        if (tree.feature >= F).any():
+            apply_tree(tree, Xs, ensemble.comparison, ensemble.category_codes, visit)
     return near
-
-
-def _path_nodes(tree: Tree) -> np.ndarray:
-    """bool [L, I]: the internal nodes on each leaf's path."""
-    out = np.zeros((tree.n_leaves, max(tree.n_internal, 1)), bool)
-    stack: list[tuple[int, list[int]]] = [(0, [])] if tree.n_internal else []
-    while stack:
-        node, path = stack.pop()
-        for child in (int(tree.left[node]), int(tree.right[node])):
-            if child < 0:
-                out[-1 - child, path + [node]] = True
-            else:
-                stack.append((child, path + [node]))
-    return out
 
 
 def source_leaf_ids(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:

@@ -27,8 +27,9 @@ from tree2mat.ir.core import (
 )
 
 FORMAT_VERSION = 1
-#: Most padded projection terms (projections x longest projection) a document may hold.
-MAX_PROJECTION_CELLS = 2**27
+#: Most padded projection terms (projections x longest projection) a document may hold: 2**24
+#: (256 MiB of int64 features and float64 weights), whatever few terms the file itself lists.
+MAX_PROJECTION_CELLS = 2**24
 
 
 def is_ir_document(doc: Any) -> bool:
@@ -224,13 +225,9 @@ def _projections(value: Any) -> Projections | None:
     P = max(f.size for f, _ in rows)
     if len(rows) * P > MAX_PROJECTION_CELLS:
         raise ValueError(f"{len(rows)} projections of up to {P} terms pass the limit of {MAX_PROJECTION_CELLS} padded terms")
-    feature = np.full((len(rows), P), -1, np.int64)
-    weight = np.zeros((len(rows), P))
-    for m, (f, w) in enumerate(rows):
-        feature[m, : f.size], weight[m, : w.size] = f, w
-    if (feature < -1).any() or any((f < 0).any() for f, _ in rows):
+    if any((f < 0).any() for f, _ in rows):
         raise ValueError("projection features must be feature indices (>= 0)")
-    return Projections(feature, weight)
+    return Projections.from_terms(rows)
 
 
 def _labels(value: Any) -> tuple[tuple[int, tuple[str | int | float, ...]], ...]:

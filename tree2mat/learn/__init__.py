@@ -238,7 +238,13 @@ def learn(
     for epoch in range(1, epochs + 1):
         for tree, adam in zip(trees, states):
             if tree.n_internal:
-                _epoch(tree, adam, Zf, yf, C, gamma, oblique, learning_rate, batch_size, rng)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    _epoch(tree, adam, Zf, yf, C, gamma, oblique, learning_rate, batch_size, rng)
+                if not (np.isfinite(tree.weight).all() and np.isfinite(tree.offset).all() and np.isfinite(tree.leaves).all()):
+                    raise OptionError(
+                        f"fine-tuning diverged in epoch {epoch} (split parameters past float64's range at steepness {gamma:g}, "
+                        f"--learning-rate {learning_rate:g}): lower --learning-rate or --steepness"
+                    )
         gamma += steepness_increase
         history.append(measure(epoch))
         if progress is not None:
@@ -347,8 +353,10 @@ def harden(
             a = (soft.weight[i] / scale).astype(np.float32).astype(np.float64)
             used = np.flatnonzero(a)
             c = float(soft.offset[i] + np.dot(a, mean))
-            if used.size == 0:  # no weight left: the test is 0 <= c, one side always
+            if used.size == 0:  # no weight left: the test is 0 <= c, one side always (NaN too; but with
+                # c < 0, x_f <= -inf still sends x_f = -inf left: the IR has no constant test)
                 feature[i], threshold[i] = soft.feature[i], math.inf if c >= 0 else -math.inf
+                default_left[i] = c >= 0
                 continue
             feature[i] = F + len(rows_f)
             rows_f.append(used)
@@ -356,14 +364,7 @@ def harden(
             threshold[i] = float(largest_float32_at_most(np.array([c]))[0])
         out.append(dataclasses.replace(tree, feature=feature, threshold=threshold, default_left=np.asarray(default_left, bool),
                                        value=soft.leaves.copy(), zero_missing=np.zeros(0, bool)))
-    projections = None
-    if rows_f:
-        P = max(r.size for r in rows_f)
-        pf = np.full((len(rows_f), P), -1, np.int64)
-        pw = np.zeros((len(rows_f), P))
-        for m, (terms, w) in enumerate(zip(rows_f, rows_w)):
-            pf[m, : terms.size], pw[m, : w.size] = terms, w
-        projections = Projections(pf, pw)
+    projections = Projections.from_terms(list(zip(rows_f, rows_w))) if rows_f else None
     kind = "oblique" if oblique else "axis-aligned"
     return dataclasses.replace(
         ens, trees=tuple(out), source_dtype=np.dtype(np.float32), aggregation=Aggregation.MEAN, link=Link.IDENTITY,

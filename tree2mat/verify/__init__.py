@@ -258,8 +258,8 @@ class _Checks:
         whole rows onwards; ``names``: the category names of the data's columns."""
         expected, X_tree = self.subject.expected(X, self.raw, names)
         ens = self.subject.ens
-        leaves_ref = evaluate.apply(ens, X_tree) if self.leaf_ids is not None or ens.is_oblique else None
-        near = evaluate.near_hyperplanes(ens, X_tree, leaves_ref) if ens.is_oblique else None
+        leaves_ref = evaluate.apply(ens, X_tree) if self.leaf_ids is not None else None
+        near = evaluate.near_hyperplanes(ens, X_tree) if ens.is_oblique else None
         self.near[0] += 0 if near is None else int(np.count_nonzero(near))
         for runner, dev, walk, rows_per_run in self.runners:
             got = runner.run(X, rows_per_run)

@@ -293,11 +293,12 @@ def _path_rows(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np
 def _hyperplane_rows(ens: Ensemble, tree: Tree, node: int, row: np.ndarray, rng: np.random.Generator, nan: bool) -> list[np.ndarray]:
     """Rows on and around oblique ``node``'s hyperplane ``w . x = t``: ``row`` moved along the
     term of largest ``|w|`` onto it (in float64), then that cell stepped 1 to 3 values of the
-    row's dtype down and up, so that the sum in the source dtype falls on both sides; plus the
-    cell NaN when the model accepts it, and each of two other terms' cells moved instead."""
+    dtype the sum is in (the source's when it casts, e.g. float32 rows of a float64 graph) down
+    and up, so that the sum falls on both sides; plus the cell NaN when the model accepts it, and
+    each of two other terms' cells moved instead."""
     assert ens.projections is not None
     feats, weights = ens.projections.terms(int(tree.feature[node]) - ens.n_features)
-    dt = row.dtype.type
+    dt = compare_dtype(ens.source_dtype, row.dtype).type  # (steps of the dtype the sum is in)
     t = float(tree.threshold[node])
     rows = []
     order = np.argsort(-np.abs(weights), kind="stable")
@@ -308,14 +309,13 @@ def _hyperplane_rows(ens: Ensemble, tree: Tree, node: int, row: np.ndarray, rng:
         with np.errstate(invalid="ignore", over="ignore"):
             rest = float(np.dot(r[feats].astype(np.float64), weights)) - float(r[f]) * w
             target = (t - rest) / w
-            if not np.isfinite(target) or abs(target) > float(np.finfo(row.dtype).max):
+            if not np.isfinite(target) or abs(target) > float(np.finfo(dt).max):
                 continue
-            r[f] = dt(target)
             for k in range(-3, 4):
-                v = r.copy()
-                step = np.inf if k > 0 else -np.inf
+                v, cell = r.copy(), dt(target)
                 for _ in range(abs(k)):
-                    v[f] = np.nextafter(v[f], dt(step))
+                    cell = np.nextafter(cell, dt(np.inf if k > 0 else -np.inf))
+                v[f] = cell
                 rows.append(v)
     if nan and rows:
         v = rows[0].copy()
