@@ -539,6 +539,14 @@ def _matrices_text(tree: int, mats: dict[str, np.ndarray], names: tuple[str, ...
     table("B (template: -1 left subtree, +1 right, 0 off path)", mats["B"], leaves, nodes)
     table("bitvector (QuickScorer: 0 iff leaf in left subtree)", mats["bitvector"], leaves, nodes)
     table("depth", mats["depth"][:, None], leaves, ["d"])
+    if "level_feature" in mats:
+        levels = [f"d{d}" for d in range(mats["level_feature"].size)]
+        out.append("\nlevels (an oblivious tree: every node of a level tests the same; leaf = sum of power x [right at the level])")
+        w = max([len(f"{v:g}") for v in mats["level_threshold"]] + [len(str(v)) for v in mats["level_power"]] + [len(c) for c in feats] + [9])
+        out.append(" " * 6 + " ".join(c.rjust(w) for c in ("feature", "threshold", "power")))
+        for name, f, thr, power in zip(levels, mats["level_feature"], mats["level_threshold"], mats["level_power"]):
+            col = feats[int(f)] if int(f) < len(feats) else f"W x (column {int(f)})"
+            out.append(name.ljust(6) + " ".join(v.rjust(w) for v in (col, f"{thr:g}", str(int(power)))))
     table("v (leaf values)", mats["v"], leaves, [f"k{k}" for k in range(mats["v"].shape[1])])
     return "\n".join(out)
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from tree2mat.errors import OptionError, Tree2MatError
 from tree2mat.forms import FORMS, auto
+from tree2mat.forms.oblivious import oblivious_levels
 from tree2mat.ir.core import Ensemble
 from tree2mat.ir.matrices import paper_matrices
 
@@ -15,7 +16,14 @@ from tree2mat.ir.matrices import paper_matrices
 def matrices_of(ens: Ensemble, tree: int) -> dict[str, np.ndarray]:
     if not 0 <= tree < ens.n_trees:
         raise OptionError(f"--tree {tree} is out of range: the model has {ens.n_trees} trees (0 to {ens.n_trees - 1})")
-    return paper_matrices(ens.trees[tree], ens.n_features, ens.projections)
+    mats = paper_matrices(ens.trees[tree], ens.n_features, ens.projections)
+    t = ens.trees[tree]
+    levels = oblivious_levels(t)
+    if levels is not None and levels.size:  # an oblivious tree: its levels' tests, and the powers
+        mats["level_feature"] = t.feature[levels].copy()  # of two its leaf index sums (the oblivious form)
+        mats["level_threshold"] = t.threshold[levels].copy()
+        mats["level_power"] = 2 ** np.arange(levels.size - 1, -1, -1, dtype=np.int64)
+    return mats
 
 
 def features_used(ens: Ensemble) -> list[int]:
@@ -46,6 +54,7 @@ def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY) -> dict[st
         "zero_missing_nodes": int(sum(t.zero_missing.sum() for t in ens.trees)),
         "linear_leaf_trees": sum(t.is_linear for t in ens.trees),
         "oblique_nodes": int(sum((t.feature >= ens.n_features).sum() for t in ens.trees)),
+        "oblivious_trees": sum(t.n_internal > 0 and oblivious_levels(t) is not None for t in ens.trees),
         "comparison": ens.comparison.value,
         "aggregation": ens.aggregation.value,
         "link": ens.link.value,

@@ -46,7 +46,10 @@ def available(peer: str) -> bool:
 
 def convert(model: Any, n_features: int, peer: str | None = None) -> tuple[onnx.ModelProto, dict[str, Any]]:
     """The peer's ONNX graph (input ``input`` [None, n_features] float32) and the exact call
-    that made it."""
+    that made it (a library's own export where its frontend has one: ``peer_convert``)."""
+    for spec in FRONTENDS.values():
+        if spec.handles(model) and spec.peer_convert is not None:
+            return spec.peer_convert(model, n_features)
     from onnxmltools.convert.common.data_types import FloatTensorType
 
     peer = peer or peer_for(model)

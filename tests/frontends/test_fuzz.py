@@ -72,6 +72,11 @@ def _seeds(tmp: Path) -> dict[str, bytes]:
 
     hgb = HistGradientBoostingRegressor(max_iter=3, max_leaf_nodes=5).fit(X, Y3)
     out["ir_json"] = dumps(tree2mat.load(hgb)).encode()
+    cb = pytest.importorskip("catboost")
+    for key, grow in (("cb_json", "SymmetricTree"), ("cb_trees", "Lossguide")):
+        cb.CatBoostClassifier(iterations=3, depth=3, grow_policy=grow, nan_mode="Max", verbose=0, thread_count=1,
+                              allow_writing_files=False).fit(X, Y3).save_model(str(tmp / f"{key}.json"), format="json")
+        out[key] = (tmp / f"{key}.json").read_bytes()
     return out
 
 
@@ -244,7 +249,8 @@ def _write(tmp_path: Path, name: str, data: bytes) -> Path:
 
 def test_seeds_read_and_convert(seeds, tmp_path):
     """The undamaged files are read (so that the damage, not the seed, is what is tested)."""
-    for kind, name in (("xgb_json", "b.json"), ("xgb_ubj", "m.ubj"), ("lgbm_txt", "l.txt"), ("ir_json", "ir.json")):
+    for kind, name in (("xgb_json", "b.json"), ("xgb_ubj", "m.ubj"), ("lgbm_txt", "l.txt"), ("ir_json", "ir.json"),
+                       ("cb_json", "c.json"), ("cb_trees", "t.json")):
         path = _write(tmp_path, name, seeds[kind])
         check(path, record=lambda _: None)
         assert tree2mat.load(path).n_trees > 1
@@ -269,6 +275,8 @@ CASES = {
     "lightgbm_text": ("lgbm_txt", lambda raw: damaged_text(raw.decode()), "damaged.txt"),
     "lightgbm_bytes": ("lgbm_txt", damaged_bytes, "damaged.txt"),
     "ir_json": ("ir_json", lambda raw: damaged_document(_document(raw)), "damaged.json"),
+    "catboost_json": ("cb_json", lambda raw: damaged_document(_document(raw)), "damaged.json"),
+    "catboost_json_trees": ("cb_trees", lambda raw: damaged_document(_document(raw)), "damaged.json"),
 }
 
 

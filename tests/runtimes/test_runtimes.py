@@ -424,3 +424,34 @@ def test_oblique_graphs_keep_the_contract(form):
     if not walks:
         _keeps_the_contract(onx)
     assert "MatMul" not in {n.op_type for n in onx.graph.node if n.output[0].startswith("projection")}
+
+
+# ----------------------------------------------------------------------------- CatBoost
+
+
+@functools.cache
+def catboost_model(kind: str):
+    """A binary CatBoostClassifier fitted on rows with NaN cells (nan_mode Max: NaN right) in
+    symmetric trees, or a 3-class one in non-symmetric (Lossguide) trees with nan_mode Min."""
+    cb = pytest.importorskip("catboost")
+    X, y = _data(2 if kind == "symmetric" else 3, True)
+    params = dict(iterations=20, depth=6, random_seed=0, verbose=0, thread_count=2, allow_writing_files=False)
+    if kind == "symmetric":
+        return cb.CatBoostClassifier(nan_mode="Max", **params).fit(X, y)
+    return cb.CatBoostClassifier(loss_function="MultiClass", grow_policy="Lossguide", max_leaves=16, **params).fit(X, y)
+
+
+@pytest.mark.parametrize("runtime", OTHERS)
+@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("kind", ["symmetric", "non-symmetric"])
+def test_catboost_graphs_route_exactly_on_every_runtime(kind, form, runtime):
+    """Each exact form's graph of a CatBoost classifier on every runtime against CatBoost's own
+    predict / predict_proba: rows at and beside every border, NaN (routed per nan_mode), +-inf.
+    OpenVINO at its default (bfloat16 on CPUs that have it) included: it clamps a constant past
+    bfloat16's range, so CatBoost's -+FLT_MAX borders are compared halved (_layout.HALVED);
+    before that, 31 of 2 150 rows at x = -FLT_MAX went right on every form (2026-11-25)."""
+    needs(runtime)
+    model = catboost_model(kind)
+    report = tree2mat.verify(model, tree2mat.convert(model, form), runtime=runtime, rows=200)
+    assert report.passed, report.summary()
+    assert report.row_kinds["nan"] > 0 and report.row_kinds["inf"] > 0 and report.row_kinds["threshold"] > 0

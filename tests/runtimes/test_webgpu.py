@@ -6,6 +6,7 @@ installing Chromium and the npm packages; skipped elsewhere, as CI has no browse
   exact form is run too and the outcome written to build/webgpu.json (for the README's table);
 - the default graphs of the matrix's attention forests, against their own predict;
 - each exact form's graph of the matrix's oblique forest, against the reference evaluator;
+- each exact form's graph of the matrix's CatBoost classifiers, against CatBoost's predict;
 - the browser example (examples/web) scores its rows on WebGPU with scikit-learn's labels.
 """
 
@@ -24,7 +25,7 @@ from tree2mat.runtimes import NODE_SCRIPT, RUNTIMES, node_modules
 from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
 
 from conftest import ROOT
-from test_runtimes import EXACT, MODELS, SOFT, attention_forest, fitted, graph, oblique_forest
+from test_runtimes import EXACT, MODELS, SOFT, attention_forest, catboost_model, fitted, graph, oblique_forest
 
 RESULTS = ROOT / "build" / "webgpu.json"
 
@@ -68,6 +69,14 @@ def test_oblique_forest_routes_exactly_on_webgpu(form):
     graph adds |p| x sign(p), exact), then the nodes: routing exact, near-hyperplane rows too."""
     ens = oblique_forest()[3]
     report = tree2mat.verify(ens, tree2mat.convert(ens, form), runtime="webgpu", rows=100)
+    assert report.passed, report.summary()
+
+
+@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("kind", ["symmetric", "non-symmetric"])
+def test_catboost_routes_exactly_on_webgpu(kind, form):
+    model = catboost_model(kind)
+    report = tree2mat.verify(model, tree2mat.convert(model, form), runtime="webgpu", rows=100)
     assert report.passed, report.summary()
 
 

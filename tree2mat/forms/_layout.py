@@ -408,7 +408,17 @@ def node_values(g: GraphBuilder, st: Stacked, x: Compared) -> tuple[str, str]:
 #: -inf (not missing); the ``w`` blocks: the same for x with 0 counted as missing (LightGBM's
 #: missing type Zero). F columns each; ``cat``: one per categorical node, 1 where that node sends
 #: the row right.
-BLOCKS = ("x", "xhi", "w", "whi", "nanx", "nanw", "hix", "hiw", "lox", "low", "ninfx", "ninfw", "cat")
+BLOCKS = ("x", "xhi", "w", "whi", "x2", "xhi2", "w2", "whi2", "nanx", "nanw", "hix", "hiw", "lox", "low", "ninfx", "ninfw", "cat")
+#: The halved twins of the value blocks (``x2``: ``x / 2``, missing cells at ``-max / 2``; ...),
+#: read by the nodes whose graph threshold lies beyond bfloat16's largest number (about 3.39e38,
+#: e.g. CatBoost's -+FLT_MAX borders), against half the threshold: exact (a halving of a float32
+#: that large is exact, and a small one's rounding cannot change its order against it), and no
+#: constant of the graph then passes bfloat16's range. OpenVINO's CPU plugin, in its default
+#: bf16 precision, clamps such a constant to bfloat16's largest number and compares in float32:
+#: ``x > FLT_MAX`` held for ``x = FLT_MAX`` (measured 2026-11-25).
+HALVED = {"x2": "x", "xhi2": "xhi", "w2": "w", "whi2": "whi"}
+#: bfloat16's largest finite number.
+BF16_MAX = float(np.float32(np.uint32(0x7F7F0000).view(np.float32)))
 #: The column and threshold of a test that never holds (``nanx`` is 0 or 1).
 NEVER = ("nanx", 1.0)
 
@@ -471,6 +481,9 @@ def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeT
         threshold[hit] = np.broadcast_to(thr, (T, I))[hit]
         swap[hit] = sw
         todo &= ~hit
+    huge = valid & ~cat & np.isin(block, list(HALVED.values())) & (np.abs(threshold.astype(np.float64)) > BF16_MAX) & np.isfinite(threshold)
+    block[huge] = np.char.add(block[huge].astype(str), "2")
+    threshold[huge] = threshold[huge] / dt(2)  # (exact: a power-of-two scaling of a number this large)
     block[cat] = "cat"
     threshold[cat] = dt(0.5)
     index = st.feature.copy()
@@ -492,7 +505,7 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
     to = onnx.helper.np_dtype_to_tensor_dtype(cmp)
     top = np.finfo(cmp).max
     missing = {"x": x.missing}
-    if any(b.endswith(("w", "whi")) for b in blocks):
+    if any(HALVED.get(b, b).endswith(("w", "whi")) for b in blocks):
         is_zero = g.op("Equal", [x.value, g.const(cmp.type(0), "zero_cmp")], "x_is_zero")  # (NaN: set anyway)
         missing["w"] = g.op("Or", [x.missing, is_zero], "w_missing")
     made: dict[str, str] = {}
@@ -501,10 +514,14 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
             right = g.op("Transpose", [g.op("Not", [categorical_left(g, ens, st, x)], "cat_right_nodes")], "cat_right", perm=[1, 0])
             made[b] = g.op("Cast", [right], "cat_right_cmp", to=to)
             continue
-        src = "w" if b.endswith(("w", "whi")) else "x"
-        if b in ("x", "w", "xhi", "whi"):
-            sentinel = g.const(cmp.type(top if b.endswith("hi") else -top), f"missing_{'high' if b.endswith('hi') else 'low'}")
-            made[b] = g.op("Where", [missing[src], sentinel, x.value], b)
+        base = HALVED.get(b, b)
+        src = "w" if base.endswith(("w", "whi")) else "x"
+        if base in ("x", "w", "xhi", "whi"):
+            high, half = base.endswith("hi"), b in HALVED
+            value = g.op("Mul", [x.value, g.const(cmp.type(0.5), "half")], "x_half") if half else x.value
+            edge = cmp.type(top / 2) if half else top  # (halved blocks: no constant past bfloat16's range)
+            sentinel = g.const(cmp.type(edge if high else -edge), f"missing_{'high' if high else 'low'}{'_half' if half else ''}")
+            made[b] = g.op("Where", [missing[src], sentinel, value], b)
             continue
         flag = missing[src]
         if not b.startswith("nan"):  # (IsInf is false on the missing cells' NaN)

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from tree2mat.errors import ModelFileError, Tree2MatError, UnsupportedModelError
-from tree2mat.frontends import lightgbm, loading, sklearn, treeple, xgboost
+from tree2mat.frontends import catboost, lightgbm, loading, sklearn, treeple, xgboost
 from tree2mat.frontends._spec import FileFormat, FrontendSpec
 from tree2mat.frontends.loading import MALFORMED
 from tree2mat.ir.core import Ensemble
 
-FRONTENDS: dict[str, FrontendSpec] = {spec.name: spec for spec in (sklearn.SPEC, xgboost.SPEC, lightgbm.SPEC, treeple.SPEC)}
+FRONTENDS: dict[str, FrontendSpec] = {spec.name: spec for spec in (sklearn.SPEC, xgboost.SPEC, lightgbm.SPEC, treeple.SPEC, catboost.SPEC)}
 
 
 def file_formats() -> list[FileFormat]:

@@ -69,3 +69,7 @@ class FrontendSpec:
     #: ``tree2mat bench`` times next to tree2mat: the name of its package (tree2mat.peers
     #: knows how to call it).
     peer: str | None = None
+    #: ``peer_convert(model, n_features)``: the peer's graph (one float32 input [N, F], named as
+    #: the peer names it) and how it was called, for a peer that is the library's own export
+    #: (CatBoost's); None: tree2mat.peers calls the converter ``peer`` names.
+    peer_convert: Callable[[Any, int], tuple[Any, dict[str, Any]]] | None = None

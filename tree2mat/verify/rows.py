@@ -188,7 +188,7 @@ def _ranges(ens: Ensemble) -> tuple[np.ndarray, np.ndarray]:
         vals = [np.concatenate(v) for v in (thresholds[f], categories[f]) if v]
         if vals:
             v = np.concatenate(vals)
-            v = v[np.isfinite(v)]
+            v = v[np.abs(v) <= np.finfo(np.float32).max / 4]  # finite, and no overflow below (CatBoost: -FLT_MAX borders)
             if v.size:
                 span = max(v.max() - v.min(), abs(v).max() * 0.1, 1.0)
                 lo[f], hi[f] = v.min() - 0.25 * span, v.max() + 0.25 * span
@@ -261,7 +261,8 @@ def _path_rows(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np
         if is_left:
             hi[f] = min(hi[f], t)
         else:
-            lo[f] = max(lo[f], float(np.nextafter(cmp.type(t), cmp.type(np.inf))))
+            with np.errstate(over="ignore"):  # (past the largest number: +inf, right)
+                lo[f] = max(lo[f], float(np.nextafter(cmp.type(t), cmp.type(np.inf))))
         if not lo[f] <= row[f] <= hi[f]:
             inside = critical[f][(critical[f] >= lo[f]) & (critical[f] <= hi[f])]
             row[f] = rng.choice(inside) if inside.size else (hi[f] if np.isfinite(hi[f]) else lo[f])

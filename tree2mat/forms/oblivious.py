@@ -1,0 +1,168 @@
+"""The ``oblivious`` form: exact; for oblivious trees (CatBoost's symmetric trees), the decision
+machine at its purest.
+
+An oblivious tree of depth D tests one feature against one threshold per level: every node of
+level d is the same test. Its leaves, numbered left to right, are the binary numbers of the
+decisions, root first: the exit leaf is ``sum_d 2^(D-1-d) r_d``, r_d = 1 where the row goes
+right at level d. So per tree the graph makes D comparisons (not 2^D - 1) and weighs the
+decision bits [T, D, N] by the powers of two [T, D, 1] and sums them over the levels (``Mul``,
+``ReduceSum``): 0/1 bits times powers of two up to 2^23, distinct integers below 2^24, exact in
+float32 in any order. Not a ``MatMul``: OpenVINO's CPU plugin at its default bf16 precision
+gave wrong leaves through one (7 202 of 7 910 rows of a CatBoost model, 2026-11-25; exact with
+f32 precision and with ``Mul`` and ``ReduceSum``), and a MatMul would run in TF32 on CUDA. A
+tree deeper than 24 levels is taken as any tree.
+
+Trees that are not oblivious (any other tree: ordinary greedy trees, categorical or deeper than
+24 levels) find their exit leaf as the ``sign`` form does (Decision Machines eq. 5), in the same
+graph, so the form is exact on every model and matches the other forms' results everywhere; its
+speed is for oblivious ensembles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+
+from tree2mat.forms import _exact, _layout, sign
+from tree2mat.forms._graph import GraphBuilder, GraphOptions
+from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
+from tree2mat.ir.core import Ensemble, Tree
+
+#: The deepest oblivious tree whose leaf index the float32 MatMul holds exactly (2^24 leaves).
+MAX_LEVELS = 24
+
+
+def oblivious_levels(tree: Tree) -> np.ndarray | None:
+    """The node that stands for each level of an oblivious tree (the level's leftmost, 2^d - 1),
+    int64 [D]; None for a tree that is not oblivious: one whose leaves are not all at depth D
+    (2^D of them), whose nodes of a level test different columns, thresholds or missing
+    directions, that has categorical nodes, or that is deeper than :data:`MAX_LEVELS`."""
+    if tree.n_internal == 0:
+        return np.zeros(0, np.int64)
+    depths = tree.leaf_depths()
+    D = int(depths.max())
+    if D > MAX_LEVELS or tree.n_leaves != 2**D or (depths != D).any() or tree.has_categorical:
+        return None
+    zero = tree.zero_missing if tree.zero_missing.size else np.zeros(tree.n_internal, bool)
+    for d in range(D):
+        level = np.arange(2**d - 1, 2 ** (d + 1) - 1)
+        for a in (tree.feature, tree.threshold, tree.default_left, zero):
+            if not (a[level] == a[level[0]]).all():
+                return None
+    return 2 ** np.arange(D, dtype=np.int64) - 1
+
+
+def split(ens: Ensemble) -> tuple[np.ndarray, np.ndarray]:
+    """The oblivious trees' indices and the others', ascending."""
+    oblivious = np.asarray([oblivious_levels(t) is not None for t in ens.trees])
+    return np.flatnonzero(oblivious), np.flatnonzero(~oblivious)
+
+
+def _subset(ens: Ensemble, trees: np.ndarray) -> Ensemble:
+    """The ensemble of ``trees`` alone (for their exits: the head is the whole ensemble's)."""
+    return dataclasses.replace(ens, trees=tuple(ens.trees[t] for t in trees), output_index=ens.output_index[trees])
+
+
+def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarray, np.ndarray, np.dtype]:
+    """The exit index's layout (:class:`_layout.Exit`): the oblivious trees first, in order, then
+    the others in the sign form's order; positions are leaf ids (-1 past a tree's leaves); int32
+    (tract 0.23 takes a float ``Cast`` to int64 for a shape tensor and cannot return it:
+    "Unsupported DatumType in the public API TDim")."""
+    levelled, other = split(ens)
+    order = levelled.astype(np.int64)
+    if other.size:
+        order = np.concatenate([order, other[_exact.exit_layout(_subset(ens, other))[0]]])
+    S = max(t.n_leaves for t in ens.trees)
+    sizes = np.asarray([ens.trees[t].n_leaves for t in order])
+    slots = np.where(np.arange(S)[None, :] < sizes[:, None], np.arange(S)[None, :], -1).astype(np.int64)
+    return order, slots, np.dtype(np.int32)
+
+
+def _levels_exit(g: GraphBuilder, ens: Ensemble, x: _layout.Compared, opts: GraphOptions) -> str:
+    """The oblivious trees' exit leaves [T_o, N] (int32): per tree and level the test of the
+    level's node (:func:`_layout.node_tests`: one ``value > threshold`` on a NaN-free column,
+    negated at swap nodes), then the bits times the powers of two, summed over the levels."""
+    st = _layout.stack(ens, opts.dtype)
+    tests = _layout.node_tests(ens, st)
+    levels = [oblivious_levels(t) for t in ens.trees]
+    T, D = ens.n_trees, max(1, max(lv.size for lv in levels if lv is not None))
+    # Per tree and level its node (padding levels: node 0, weight 0); as [T * D] rows.
+    node = np.zeros((T, D), np.int64)
+    power = np.zeros((T, D, 1), np.float32)
+    for t, lv in enumerate(levels):
+        assert lv is not None
+        node[t, : lv.size] = lv
+        power[t, : lv.size, 0] = 2.0 ** np.arange(lv.size - 1, -1, -1)
+    rows = (np.arange(T)[:, None], node)
+    xa = _layout.augmented_input(g, ens, st, x, tests.blocks)
+    columns = g.op("Transpose", [xa], "x_columns", perm=[1, 0])
+    values = g.op("Gather", [columns, g.const(tests.column[rows].reshape(-1), "level_column")], "level_values", axis=0)
+    holds = g.op("Greater", [values, g.const(tests.threshold[rows].reshape(-1, 1), "level_threshold")], "level_test")
+    swap = tests.swap[rows].reshape(-1, 1)
+    right = g.op("Xor", [holds, g.const(swap, "level_swap")], "level_right") if swap.any() else holds
+    bits = g.op("Reshape", [g.op("Cast", [right], "level_bits_flat", to=onnx.TensorProto.FLOAT),
+                            g.const(np.asarray([T, D, -1], np.int64), "level_bits_shape")], "level_bits")
+    leaf = g.reduce_sum(g.op("Mul", [bits, g.const(power, "level_powers")], "level_weighted"), [1], True, "level_leaf")  # [T, 1, N]
+    flat = g.op("Squeeze", [leaf, g.const(np.asarray([1], np.int64), "level_leaf_axis")], "level_leaf_rows")
+    return g.op("Cast", [flat], "level_exit", to=onnx.TensorProto.INT32)
+
+
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit:
+    levelled, other = split(ens)
+    parts = []
+    if levelled.size:
+        parts.append(_levels_exit(g, _subset(ens, levelled), x, opts))
+    if other.size:
+        sub = _subset(ens, other)
+        scores = sign.exit_leaf(g, sub, _layout.stack(sub, opts.dtype), x, opts).index
+        parts.append(g.op("Cast", [scores], "score_exit32", to=onnx.TensorProto.INT32))
+    index = parts[0] if len(parts) == 1 else g.op("Concat", parts, "exit_levels_and_scores", axis=0)
+    return _layout.Exit(index, *exit_layout(ens))
+
+
+def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
+    return _exact.build(ens, opts, "oblivious", exit_leaf, constant_bytes=constant_bytes)
+
+
+def constant_bytes(ens: Ensemble) -> int:
+    """The leaf values (up to four float32 digits, or float64: 16 bytes a value), the levels'
+    tests and powers, and the sign form's constants of the trees that are not oblivious."""
+    levelled, other = split(ens)
+    L = max(t.n_leaves for t in ens.trees)
+    levels = sum(int(np.log2(ens.trees[t].n_leaves)) for t in levelled)
+    rest = _exact.dense_constant_bytes(_subset(ens, other)) if other.size else 0
+    return ens.n_trees * L * ens.n_outputs * 16 + levels * 24 + rest
+
+
+def bytes_per_row(ens: Ensemble) -> int:
+    """Per row: each level's value, test, bit and product (13 bytes a level), the leaf indices
+    and values, and the sign form's intermediates of the trees that are not oblivious."""
+    levelled, other = split(ens)
+    levels = sum(int(np.log2(ens.trees[t].n_leaves)) for t in levelled)
+    rest = _exact.dense_bytes_per_row(_subset(ens, other)) if other.size else 0
+    return levels * 13 + ens.n_trees * (8 + ens.n_outputs * 8) + _layout.input_bytes_per_row(ens) + rest
+
+
+#: Cost model, microseconds per level and per oblivious tree; the other trees at the sign form's
+#: (plus one tree's cost each: the concatenation). Set from one measurement, not a fit: a 300-tree
+#: depth-6 CatBoost classifier (tree2mat bench, onnxruntime, 2 threads, 100 000 rows; 2026-11-25)
+#: ran in 0.40 of the traverse form's time, whose constants benchmarks/form_speed.py fitted.
+PER_LEVEL_US = 0.0012
+PER_TREE_US = 0.0015
+
+
+def us_per_row(ens: Ensemble) -> float:
+    levelled, other = split(ens)
+    levels = sum(int(np.log2(ens.trees[t].n_leaves)) for t in levelled)
+    rest = sign.FORM.us_per_row(_subset(ens, other)) if other.size and sign.FORM.us_per_row is not None else 0.0
+    return PER_LEVEL_US * levels + PER_TREE_US * ens.n_trees + rest
+
+
+FORM = FormSpec(
+    name="oblivious", build=build, exact=True,
+    summary="oblivious (symmetric) trees as D comparisons, the leaf the decisions' sum of powers of two (sum_d 2^d r_d); other trees as sign",
+    constant_bytes=constant_bytes, bytes_per_row=bytes_per_row, us_per_row=us_per_row, matmul=("float32",),
+    exit_layout=exit_layout, proven_on=ALL_RUNTIMES,
+)
