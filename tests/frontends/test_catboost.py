@@ -291,3 +291,18 @@ def test_non_symmetric_damaged(tmp_path):
         path.write_text(json.dumps(doc))
         with pytest.raises(ModelFileError, match=message):
             tree2mat.load(path)
+
+
+def test_bench_times_catboost_s_own_onnx_export_and_its_predict():
+    """bench's peer for CatBoost is CatBoost's own ONNX export (FrontendSpec.peer_convert), timed
+    in the same run as tree2mat's oblivious graph and CatBoost's predict; the oblivious graph
+    gets no row wrong, and auto picks it for a symmetric model."""
+    from tree2mat.bench import bench
+
+    model = fit("Logloss", depth=6, iterations=20)
+    report = bench(model, rows=2000, batches=(1, 1000), forms=("oblivious", "auto"), repeat=1, threads=1)
+    by = {c.name: c for c in report.contenders}
+    assert by["tree2mat oblivious"].mismatched_rows == 0 and by["tree2mat auto (oblivious)"].mismatched_rows == 0
+    peer = by["catboost TreeEnsemble"]
+    assert peer.kind == "peer" and [t.batch for t in peer.timings] == [1, 1000] and peer.mismatched_rows is not None
+    assert [t.batch for t in by["catboost predict"].timings] == [1, 1000]
