@@ -230,7 +230,7 @@ def bench(
     rows: int = typer.Option(100_000, "--rows", help="Rows to synthesize; unused with --data."),
     batch: str = typer.Option("1,1000,100000", "--batch", help="Batch sizes, comma-separated."),
     form: str = typer.Option("auto", "--form", help="tree2mat forms to time, comma-separated (auto, sign, bitvector, traverse, ...)."),
-    peers: bool = typer.Option(True, "--peers/--no-peers", help="Also time the peer TreeEnsemble converter (skl2onnx / onnxmltools: the bench extra; CatBoost's own ONNX export)."),
+    peers: bool = typer.Option(True, "--peers/--no-peers", help="Also time the peer TreeEnsemble converter (skl2onnx / onnxmltools: the bench extra)."),
     repeat: int = typer.Option(5, "--repeat", help="Timed runs per batch size (at least 50 at batch 1)."),
     threads: int | None = typer.Option(None, "--threads", help="onnxruntime intra-op threads (default: onnxruntime's)."),
     device: str = typer.Option("cpu", "--device", help="cpu, or cuda: tree2mat's and Hummingbird's graphs on the CUDA provider alone (TreeEnsemble has no CUDA kernel: CPU)."),
