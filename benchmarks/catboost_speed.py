@@ -1,7 +1,7 @@
 """CatBoost models timed with ``tree2mat bench``: tree2mat's ``oblivious`` form and ``--form
 auto`` next to CatBoost's own ONNX export (an ``ai.onnx.ml`` TreeEnsemble graph) and CatBoost's
 ``predict``, in the same run, at batch 1, 1 000 and 100 000 rows, onnxruntime on ``--threads``
-intra-op threads (CatBoost's predict on as many), with the rows each contender gets wrong
+intra-op threads (CatBoost's predict with its default thread_count), with the rows each contender gets wrong
 against CatBoost's predict. The issue's target: oblivious >= 1.0 x the TreeEnsemble graph at
 batch 100 000.
 

@@ -338,7 +338,7 @@ def _ort_runner(sess: Any) -> Callable[[np.ndarray], dict[str, np.ndarray]]:
 def _peer(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batches: tuple[int, ...], repeat: int, threads: int | None) -> Contender:
     peer = peers.peer_for(library)
     c = Contender(f"{peer or 'peer'} TreeEnsemble", "peer")
-    own = any(spec.handles(library) and spec.peer_convert is not None for spec in frontends.FRONTENDS.values())
+    own = peers.own_export(library) is not None
     if peer is None or not peers.available(peer) or not (own or peers.available("onnxmltools")):
         c.note = f"not measured: install the bench extra ({peer or 'no peer converter for this library'})"
         return c

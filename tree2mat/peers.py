@@ -40,16 +40,26 @@ def peer_for(model: Any) -> str | None:
     return None
 
 
+def own_export(model: Any) -> Any:
+    """The ``peer_convert`` of ``model``'s frontend (its library's own ONNX export, e.g.
+    CatBoost's), or None: its peer is a converter of its own (skl2onnx, onnxmltools)."""
+    for spec in FRONTENDS.values():
+        if spec.handles(model):
+            return spec.peer_convert
+    return None
+
+
 def available(peer: str) -> bool:
     return importlib.util.find_spec(peer) is not None
 
 
 def convert(model: Any, n_features: int, peer: str | None = None) -> tuple[onnx.ModelProto, dict[str, Any]]:
-    """The peer's ONNX graph (input ``input`` [None, n_features] float32) and the exact call
-    that made it (a library's own export where its frontend has one: ``peer_convert``)."""
-    for spec in FRONTENDS.values():
-        if spec.handles(model) and spec.peer_convert is not None:
-            return spec.peer_convert(model, n_features)
+    """The peer's ONNX graph (one float32 input [None, n_features]: ``input``, or as a library's
+    own export names it) and the exact call that made it (a library's own export where its
+    frontend has one: :func:`own_export`)."""
+    own = own_export(model)
+    if own is not None:
+        return own(model, n_features)
     from onnxmltools.convert.common.data_types import FloatTensorType
 
     peer = peer or peer_for(model)

@@ -306,3 +306,32 @@ def test_bench_times_catboost_s_own_onnx_export_and_its_predict():
     peer = by["catboost TreeEnsemble"]
     assert peer.kind == "peer" and [t.batch for t in peer.timings] == [1, 1000] and peer.mismatched_rows is not None
     assert [t.batch for t in by["catboost predict"].timings] == [1, 1000]
+
+
+def test_damaged_cbm_files_are_one_line_errors(tmp_path, capsys):
+    """CatBoost's own loader segfaulted or hung on some truncated or byte-flipped .cbm files: it
+    reads them in a process of its own first, so tree2mat answers in one line, exit 2."""
+    from tree2mat.cli import main
+
+    path = tmp_path / "m.cbm"
+    fit("Logloss", depth=4, iterations=30).save_model(str(path))
+    data = path.read_bytes()
+    rng = np.random.default_rng(0)
+    for k in range(6):
+        damaged = bytearray(data[: int(rng.integers(8, len(data)))] if k % 2 else data)
+        for _ in range(0 if k % 2 else 8):
+            damaged[int(rng.integers(4, len(damaged)))] = int(rng.integers(256))
+        bad = tmp_path / f"bad{k}.cbm"
+        bad.write_bytes(bytes(damaged))
+        code = main(["inspect", str(bad)])
+        err = capsys.readouterr().err.strip()
+        assert code in (0, 2) and "\n" not in err and "internal error" not in err, (k, code, err)
+
+
+def test_bool_labels_and_a_threshold_of_0_or_1():
+    model = cb.CatBoostClassifier(iterations=10, depth=3, verbose=0, allow_writing_files=False, random_seed=0).fit(X, Y3 > 0)
+    assert tree2mat.load(model).classes[0].tolist() == [False, True]
+    check(model, forms=["oblivious"])
+    model.set_probability_threshold(1.0)
+    with pytest.raises(tree2mat.errors.UnsupportedModelError, match="set a threshold inside"):
+        tree2mat.load(model)

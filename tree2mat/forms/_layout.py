@@ -410,12 +410,13 @@ def node_values(g: GraphBuilder, st: Stacked, x: Compared) -> tuple[str, str]:
 #: the row right.
 BLOCKS = ("x", "xhi", "w", "whi", "x2", "xhi2", "w2", "whi2", "nanx", "nanw", "hix", "hiw", "lox", "low", "ninfx", "ninfw", "cat")
 #: The halved twins of the value blocks (``x2``: ``x / 2``, missing cells at ``-max / 2``; ...),
-#: read by the nodes whose graph threshold lies beyond bfloat16's largest number (about 3.39e38,
-#: e.g. CatBoost's -+FLT_MAX borders), against half the threshold: exact (a halving of a float32
-#: that large is exact, and a small one's rounding cannot change its order against it), and no
-#: constant of the graph then passes bfloat16's range. OpenVINO's CPU plugin, in its default
-#: bf16 precision, clamps such a constant to bfloat16's largest number and compares in float32:
-#: ``x > FLT_MAX`` held for ``x = FLT_MAX`` (measured 2026-11-25).
+#: read by the nodes whose graph threshold is at or beyond bfloat16's largest number (about
+#: 3.39e38, e.g. CatBoost's -+FLT_MAX borders), against half the threshold: exact (a halving of a
+#: float32 that large is exact, and a small one's rounding cannot change its order against it).
+#: With the other blocks' missing cells at -+bfloat16's largest number (beyond their thresholds),
+#: no constant of an exact form's node tests passes bfloat16's range. OpenVINO's CPU plugin, in
+#: its default bf16 precision, clamps such a constant to bfloat16's largest number and compares
+#: in float32: ``x > FLT_MAX`` held for ``x = FLT_MAX`` (measured 2026-11-25).
 HALVED = {"x2": "x", "xhi2": "xhi", "w2": "w", "whi2": "whi"}
 #: bfloat16's largest finite number.
 BF16_MAX = float(np.float32(np.uint32(0x7F7F0000).view(np.float32)))
@@ -481,7 +482,7 @@ def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeT
         threshold[hit] = np.broadcast_to(thr, (T, I))[hit]
         swap[hit] = sw
         todo &= ~hit
-    huge = valid & ~cat & np.isin(block, list(HALVED.values())) & (np.abs(threshold.astype(np.float64)) > BF16_MAX) & np.isfinite(threshold)
+    huge = valid & ~cat & np.isin(block, list(HALVED.values())) & (np.abs(threshold.astype(np.float64)) >= BF16_MAX) & np.isfinite(threshold)
     block[huge] = np.char.add(block[huge].astype(str), "2")
     threshold[huge] = threshold[huge] / dt(2)  # (exact: a power-of-two scaling of a number this large)
     block[cat] = "cat"
@@ -519,7 +520,9 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
         if base in ("x", "w", "xhi", "whi"):
             high, half = base.endswith("hi"), b in HALVED
             value = g.op("Mul", [x.value, g.const(cmp.type(0.5), "half")], "x_half") if half else x.value
-            edge = cmp.type(top / 2) if half else top  # (halved blocks: no constant past bfloat16's range)
+            # The missing cells' place, beyond every threshold of the block: the others' are below
+            # bfloat16's largest number, the halved blocks' at most half the dtype's largest.
+            edge = cmp.type(top / 2) if half else cmp.type(BF16_MAX)
             sentinel = g.const(cmp.type(edge if high else -edge), f"missing_{'high' if high else 'low'}{'_half' if half else ''}")
             made[b] = g.op("Where", [missing[src], sentinel, value], b)
             continue

@@ -8,8 +8,9 @@ right at level d. So per tree the graph makes D comparisons (not 2^D - 1) and we
 decision bits [T, D, N] by the powers of two [T, D, 1] and sums them over the levels (``Mul``,
 ``ReduceSum``): 0/1 bits times powers of two up to 2^23, distinct integers below 2^24, exact in
 float32 in any order. Not a ``MatMul``: OpenVINO's CPU plugin at its default bf16 precision
-gave wrong leaves through one (7 202 of 7 910 rows of a CatBoost model, 2026-11-25; exact with
-f32 precision and with ``Mul`` and ``ReduceSum``), and a MatMul would run in TF32 on CUDA. A
+gave wrong leaves through one (7 202 of 7 910 rows of a CatBoost model, measured once on
+2026-11-25; exact with f32 precision and with ``Mul`` and ``ReduceSum``), and a MatMul would
+run in TF32 on CUDA. A
 tree deeper than 24 levels is taken as any tree.
 
 Trees that are not oblivious (any other tree: ordinary greedy trees, categorical or deeper than
@@ -30,7 +31,7 @@ from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
 from tree2mat.ir.core import Ensemble, Tree
 
-#: The deepest oblivious tree whose leaf index the float32 MatMul holds exactly (2^24 leaves).
+#: The deepest oblivious tree whose leaf index float32 holds exactly (2^24 leaves).
 MAX_LEVELS = 24
 
 
@@ -145,12 +146,13 @@ def bytes_per_row(ens: Ensemble) -> int:
     return levels * 13 + ens.n_trees * (8 + ens.n_outputs * 8) + _layout.input_bytes_per_row(ens) + rest
 
 
-#: Cost model, microseconds per level and per oblivious tree; the other trees at the sign form's
-#: (plus one tree's cost each: the concatenation). Set from one measurement, not a fit: a 300-tree
-#: depth-6 CatBoost classifier (tree2mat bench, onnxruntime, 2 threads, 100 000 rows; 2026-11-25)
-#: ran in 0.40 of the traverse form's time, whose constants benchmarks/form_speed.py fitted.
-PER_LEVEL_US = 0.0012
-PER_TREE_US = 0.0015
+#: Cost model, microseconds per level and per tree; the trees that are not oblivious at the sign
+#: form's on top. Solved from two measurements (tree2mat bench, onnxruntime, 2 threads, 100 000
+#: rows; 2026-11-25), not fitted: a 300-tree depth-6 CatBoost classifier ran in 0.40 of the
+#: traverse form's time, 300 scikit-learn stumps (GradientBoostingClassifier, max_depth=1) in
+#: 1.2 of it (traverse's constants are benchmarks/form_speed.py's fit).
+PER_LEVEL_US = 0.00047
+PER_TREE_US = 0.0057
 
 
 def us_per_row(ens: Ensemble) -> float:
@@ -162,7 +164,7 @@ def us_per_row(ens: Ensemble) -> float:
 
 FORM = FormSpec(
     name="oblivious", build=build, exact=True,
-    summary="oblivious (symmetric) trees as D comparisons, the leaf the decisions' sum of powers of two (sum_d 2^d r_d); other trees as sign",
+    summary="oblivious (symmetric) trees as D comparisons, the leaf the decisions weighed by powers of two (sum_d 2^(D-1-d) r_d); other trees as sign",
     constant_bytes=constant_bytes, bytes_per_row=bytes_per_row, us_per_row=us_per_row, matmul=("float32",),
     exit_layout=exit_layout, proven_on=ALL_RUNTIMES,
 )

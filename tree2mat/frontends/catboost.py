@@ -21,10 +21,14 @@ value. Categorical, text and embedding features are refused (see ``_refuse_featu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
+import os
+import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,12 +147,14 @@ def _features(info: dict, where: str) -> tuple[dict[int, _Feature], int, tuple[s
         raise _ill(where, "float_features must be a list")
     features: dict[int, _Feature] = {}
     names: dict[int, str] = {}
+    columns: set[int] = set()
     for f in floats:
         index, column = _field(f, "feature_index", where), f.get("flat_feature_index", f.get("feature_index"))
         if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1_000_000 for v in (index, column)):
             raise _ill(where, "feature_index and flat_feature_index must be small non-negative integers")
-        if index in features or column in {g.column for g in features.values()}:
+        if index in features or column in columns:
             raise _ill(where, f"float feature {index} (column {column}) listed twice")
+        columns.add(column)
         treatment = f.get("nan_value_treatment", "AsIs")
         if treatment not in ("AsIs", "AsFalse", "AsTrue"):
             raise _ill(where, f"nan_value_treatment {treatment!r}")
@@ -260,8 +266,10 @@ def _classes(model_info: dict, dim: int, where: str) -> np.ndarray:
     what = f"{where}: CatBoost classifier"
     if all(isinstance(v, str) for v in names):
         return normalize_classes(np.asarray(names, dtype=str), what)
+    if all(isinstance(v, bool) for v in names):  # (a classifier fitted on a bool y)
+        return normalize_classes(np.asarray(names, dtype=bool), what)
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in names):
-        raise _ill(where, "class_names must be all strings or all numbers")
+        raise _ill(where, "class_names must be all strings, all numbers or all true/false")
     return normalize_classes(np.asarray(names), what)
 
 
@@ -300,6 +308,11 @@ def _label_cutoff(model_info: dict, where: str) -> float:
         t = float(text)
     except (TypeError, ValueError) as exc:
         raise _ill(where, f"binclass_probability_threshold {text!r}") from exc
+    if t in (0.0, 1.0):
+        raise UnsupportedModelError(
+            f"{where}: probability threshold {t:g}: CatBoost then labels every row {int(t == 0.0)}; tree2mat's binary "
+            "label compares the margin with a finite cutoff: set a threshold inside (0, 1)"
+        )
     if not 0 < t < 1:
         raise _ill(where, f"binclass_probability_threshold {t} outside (0, 1)")
     return -math.log(1 / t - 1)
@@ -364,7 +377,8 @@ def model_json(model: Any) -> dict:
     with tempfile.TemporaryDirectory(prefix="tree2mat-catboost-") as tmp:
         path = Path(tmp) / "model.json"
         try:
-            model.save_model(str(path), format="json")
+            with _native_stderr_silenced():
+                model.save_model(str(path), format="json")
         except Exception as exc:  # CatBoostError: not fitted, or a model JSON cannot hold
             raise UnsupportedModelError(f"catboost {type(model).__name__}: cannot export it as JSON: {exc}") from exc
         return json.loads(path.read_text(encoding="utf-8"))
@@ -411,6 +425,22 @@ def is_cbm(head: bytes) -> bool:
     return head.startswith(b"CBM1")
 
 
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """CatBoost's C++ code writes warnings ("There are invalid params ...") straight to the
+    process's stderr; while it loads or writes a model, they go nowhere (errors come back as
+    exceptions, which tree2mat reports in one line)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _catboost() -> Any:
     try:
         import catboost
@@ -427,12 +457,40 @@ def load_cbm(path: Path) -> Any:
             f"{path}: reading CatBoost's binary .cbm needs catboost (pip install 'tree2mat[catboost]'); or export "
             "the model as JSON (save_model('model.json', format='json')), which tree2mat reads without it"
         )
+    _check_in_a_process(path, "cbm")
     model = catboost.CatBoost()
     try:
-        model.load_model(str(path), format="cbm")
+        with _native_stderr_silenced():
+            model.load_model(str(path), format="cbm")
     except Exception as exc:  # CatBoostError on a damaged file
         raise ModelFileError(f"{path}: not a readable CatBoost .cbm model: {exc}") from exc
     return model
+
+
+#: Seconds CatBoost may take to load a file and write it as JSON in the checking process.
+CHECK_TIMEOUT_S = 120
+
+
+def _check_in_a_process(path: Path, fmt: str) -> None:
+    """A ModelFileError unless CatBoost loads ``path`` and writes it as JSON in a process of its
+    own: its loader can crash (a segmentation fault) or hang on a damaged file (measured on
+    truncated and byte-flipped .cbm files), which must not take tree2mat with it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tempfile, catboost\n"
+        "m = catboost.CatBoost(); m.load_model(sys.argv[1], format=sys.argv[2])\n"
+        "with tempfile.TemporaryDirectory() as d: m.save_model(d + '/m.json', format='json')\n"
+    )
+    try:
+        done = subprocess.run([sys.executable, "-c", code, str(path), fmt], capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise ModelFileError(f"{path}: not a readable CatBoost .{fmt} model: CatBoost did not finish reading it in {CHECK_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        why = lines[-1][:300] if lines else f"CatBoost's loader crashed (signal {-done.returncode})" if done.returncode < 0 else "CatBoost failed"
+        raise ModelFileError(f"{path}: not a readable CatBoost .{fmt} model: {why}")
 
 
 def native_model(path: Path, ens: Ensemble) -> Any:
@@ -446,10 +504,15 @@ def native_model(path: Path, ens: Ensemble) -> Any:
     fmt = "cbm" if is_cbm(read_head(path)) else "json" if file_kind(path) == JSON else None
     if fmt is None:
         return None
+    if fmt == "json":  # (a .cbm was checked when it was read: load_cbm)
+        try:
+            _check_in_a_process(path, fmt)
+        except ModelFileError:  # not CatBoost's file after all (an IR naming it its source)
+            return None
     model = catboost.CatBoost()
     try:
         model.load_model(str(path), format=fmt)
-    except Exception:  # not CatBoost's file after all (an IR naming it its source)
+    except Exception:
         return None
     return model
 
@@ -458,8 +521,6 @@ def onnx_export(model: Any, n_features: int) -> tuple[Any, dict[str, Any]]:
     """CatBoost's own ONNX export (``save_model(format="onnx")``: an ``ai.onnx.ml`` TreeEnsemble
     graph, input ``features``; symmetric trees only), for ``tree2mat bench``: the graph and the
     call that made it. Its regressors output the raw score (for Poisson and Tweedie, before exp)."""
-    import tempfile
-
     import onnx
 
     with tempfile.TemporaryDirectory() as folder:
