@@ -65,7 +65,7 @@ def _dist_version(dist: str) -> Callable[[], str | None]:
 
 
 def _failed(runtime: str, what: str, exc: BaseException) -> VerificationError:
-    text = " ".join(str(exc).split())
+    text = " ".join(str(exc).split()).split(" Stack backtrace:")[0]  # (tract's: frames of the Python build)
     if len(text) > 600:
         text = text[:600] + " ..."
     return VerificationError(f"{runtime} {what}: {type(exc).__name__}: {text}")
