@@ -261,6 +261,19 @@ def bench(
         _write_text(json_out, report.to_json() + "\n")
 
 
+def _check_written_model(output: Path, what: str, example: str, *, model: Path, data: Path, target: str | None, json_out: Path | None = None) -> None:
+    """An OptionError unless ``-o`` names a file to write ``what`` to (not ``-``, writable) that is
+    none of the command's inputs (MODEL, --data, a --target file) nor its --json report."""
+    if str(output) == "-":
+        raise OptionError(f"-o -: {what} is a file; name it, e.g. {example}")
+    _check_output("-o", output)
+    _check_output("--json", json_out)
+    inputs = ((model, "MODEL"), (data, "--data"), (Path(target) if target else None, "--target"))
+    for given, name in (*inputs, (json_out, "--json")):  # (the report may not exist yet; the inputs do)
+        if given is not None and (name == "--json" or given.exists()) and output.resolve() == given.resolve():
+            raise OptionError(f"-o {output} is {name}: write {what} to another file")
+
+
 #: ``attend --json``'s schema version (fields are only added within a version).
 ATTEND_SCHEMA = 1
 
@@ -284,12 +297,7 @@ def attend(
     from tree2mat import attention
     from tree2mat.data import load_labelled
 
-    if str(output) == "-":
-        raise OptionError("-o -: the attention forest is a file; name it, e.g. forest.abrf.json")
-    _check_output("-o", output)
-    for given, what in ((model, "MODEL"), (data, "--data"), (Path(target) if target else None, "--target")):
-        if given is not None and (what == "--json" or given.exists()) and output.resolve() == given.resolve():
-            raise OptionError(f"-o {output} is {what}: write the attention forest to another file")
+    _check_written_model(output, "the attention forest", "forest.abrf.json", model=model, data=data, target=target)
     eps, temp = _auto_number("--epsilon", epsilon), _auto_number("--tau", tau)
     first = attention.check_variant(variant, eps, loss)  # (before any work)
     X, y = load_labelled(data, target)
@@ -356,13 +364,7 @@ def learn(
     from tree2mat.data import load_labelled
     from tree2mat.ir.io import dumps
 
-    if str(output) == "-":
-        raise OptionError("-o -: the fine-tuned model is a file; name it, e.g. tuned.json")
-    _check_output("-o", output)
-    _check_output("--json", json_out)
-    for given, what in ((model, "MODEL"), (data, "--data"), (Path(target) if target else None, "--target"), (json_out, "--json")):
-        if given is not None and (what == "--json" or given.exists()) and output.resolve() == given.resolve():
-            raise OptionError(f"-o {output} is {what}: write the fine-tuned model to another file")
+    _check_written_model(output, "the fine-tuned model", "tuned.json", model=model, data=data, target=target, json_out=json_out)
     learning.check_options(epochs, steepness, steepness_increase, held_out, learning_rate, batch_size)  # (before any work)
     X, y = load_labelled(data, target)
     start = time.perf_counter()

@@ -436,3 +436,12 @@ class _ParquetRows(Rows):
             X = frame.to_numpy(dtype=np.float64, na_value=np.nan)  # nulls: missing values
             self._done += batch.num_rows
             yield X
+
+
+def one_hot(y: Any, classes: np.ndarray) -> np.ndarray:
+    """Bool [N, C]: which of ``classes`` each label of ``y`` is (none for an unknown label);
+    text (str or object arrays) compared as text, numbers as numbers."""
+    y, classes = np.asarray(y).reshape(-1), np.asarray(classes)
+    if y.dtype.kind in "OUS" or classes.dtype.kind in "OUS":
+        return y.astype(str)[:, None] == classes.astype(str)[None, :]
+    return y[:, None] == classes[None, :]

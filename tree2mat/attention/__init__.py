@@ -42,6 +42,7 @@ import numpy as np
 
 from tree2mat import frontends
 from tree2mat._files import atomic_write
+from tree2mat.data import one_hot
 from tree2mat.errors import DataError, ModelFileError, OptionError, UnsupportedModelError
 from tree2mat.frontends.loading import ATTENTION_KEY, MALFORMED, AttentionDocument
 from tree2mat.ir import evaluate
@@ -555,15 +556,6 @@ def leaf_means(ens: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) -
             means.append(np.where(seen > 0, sums / np.maximum(seen, 1), np.nan))
         counts.append(np.bincount(leaves[:, k], minlength=L))
     return tuple(means), tuple(counts)
-
-
-def one_hot(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    """Bool [N, C]: which of ``classes`` each label of ``y`` is (none for an unknown label);
-    text (str or object arrays) compared as text, numbers as numbers."""
-    y, classes = np.asarray(y).reshape(-1), np.asarray(classes)
-    if y.dtype.kind in "OUS" or classes.dtype.kind in "OUS":
-        return y.astype(str)[:, None] == classes.astype(str)[None, :]
-    return y[:, None] == classes[None, :]
 
 
 def scores(y: np.ndarray, predictions: np.ndarray, classes: np.ndarray | None = None) -> dict[str, float]:

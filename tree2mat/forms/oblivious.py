@@ -57,8 +57,15 @@ def oblivious_levels(tree: Tree) -> np.ndarray | None:
 
 def split(ens: Ensemble) -> tuple[np.ndarray, np.ndarray]:
     """The oblivious trees' indices and the others', ascending."""
-    oblivious = np.asarray([oblivious_levels(t) is not None for t in ens.trees])
-    return np.flatnonzero(oblivious), np.flatnonzero(~oblivious)
+    levelled, other, _ = _parts(ens)
+    return levelled, other
+
+
+def _parts(ens: Ensemble) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`split`, and the oblivious trees' levels in all (the cost model's unit)."""
+    levels = [oblivious_levels(t) for t in ens.trees]
+    oblivious = np.asarray([lv is not None for lv in levels])
+    return np.flatnonzero(oblivious), np.flatnonzero(~oblivious), sum(lv.size for lv in levels if lv is not None)
 
 
 def _subset(ens: Ensemble, trees: np.ndarray) -> Ensemble:
@@ -130,9 +137,8 @@ def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
 def constant_bytes(ens: Ensemble) -> int:
     """The leaf values (up to four float32 digits, or float64: 16 bytes a value), the levels'
     tests and powers, and the sign form's constants of the trees that are not oblivious."""
-    levelled, other = split(ens)
+    _, other, levels = _parts(ens)
     L = max(t.n_leaves for t in ens.trees)
-    levels = sum(int(np.log2(ens.trees[t].n_leaves)) for t in levelled)
     rest = _exact.dense_constant_bytes(_subset(ens, other)) if other.size else 0
     return ens.n_trees * L * ens.n_outputs * 16 + levels * 24 + rest
 
@@ -140,8 +146,7 @@ def constant_bytes(ens: Ensemble) -> int:
 def bytes_per_row(ens: Ensemble) -> int:
     """Per row: each level's value, test, bit and product (13 bytes a level), the leaf indices
     and values, and the sign form's intermediates of the trees that are not oblivious."""
-    levelled, other = split(ens)
-    levels = sum(int(np.log2(ens.trees[t].n_leaves)) for t in levelled)
+    _, other, levels = _parts(ens)
     rest = _exact.dense_bytes_per_row(_subset(ens, other)) if other.size else 0
     return levels * 13 + ens.n_trees * (8 + ens.n_outputs * 8) + _layout.input_bytes_per_row(ens) + rest
 
@@ -156,8 +161,7 @@ PER_TREE_US = 0.0057
 
 
 def us_per_row(ens: Ensemble) -> float:
-    levelled, other = split(ens)
-    levels = sum(int(np.log2(ens.trees[t].n_leaves)) for t in levelled)
+    _, other, levels = _parts(ens)
     rest = sign.FORM.us_per_row(_subset(ens, other)) if other.size and sign.FORM.us_per_row is not None else 0.0
     return PER_LEVEL_US * levels + PER_TREE_US * ens.n_trees + rest
 

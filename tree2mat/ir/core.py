@@ -7,7 +7,7 @@ reference evaluator (``tree2mat.ir.evaluate``) defines what the graph must compu
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -396,16 +396,21 @@ class Projections:
                 "model's source dtype: store the weights as values of it)"
             )
 
+    def products(self, X: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Per term position p, in summation order: which projections have a term there (bool
+        [M]) and the products ``w_p * x_p`` of rows ``X`` [N, M], in ``X``'s dtype (each rounded
+        to it; anything at a padding position)."""
+        w = self.weight.astype(X.dtype)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for p in range(self.feature.shape[1]):
+                yield self.feature[:, p] >= 0, X[:, np.maximum(self.feature[:, p], 0)] * w[:, p]
+
     def values(self, X: np.ndarray) -> np.ndarray:
         """The projections of rows ``X`` (in the sum dtype, NaN-coded), [N, M] in ``X``'s dtype,
         summed as the class says."""
-        dt = X.dtype
-        w = self.weight.astype(dt)
-        s = np.zeros((X.shape[0], self.n_projections), dt)
+        s = np.zeros((X.shape[0], self.n_projections), X.dtype)
         with np.errstate(invalid="ignore", over="ignore"):
-            for p in range(self.feature.shape[1]):
-                used = self.feature[:, p] >= 0
-                term = X[:, np.maximum(self.feature[:, p], 0)] * w[:, p]
+            for used, term in self.products(X):
                 s = np.where(used, s + term, s)
         return s
 

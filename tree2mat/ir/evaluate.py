@@ -117,9 +117,8 @@ def near_hyperplanes(ensemble: Ensemble, X: np.ndarray) -> np.ndarray:
     exact = np.zeros((Xs.shape[0], pr.n_projections))
     size = np.zeros_like(exact)
     with np.errstate(invalid="ignore", over="ignore"):
-        for p in range(pr.feature.shape[1]):
-            used = pr.feature[:, p] >= 0
-            term = np.where(used, X64[:, np.maximum(pr.feature[:, p], 0)] * pr.weight[:, p], 0.0)
+        for used, product in pr.products(X64):  # (float64: the weights are exact there)
+            term = np.where(used, product, 0.0)
             exact += term
             size += np.abs(term)
     n_terms = (pr.feature >= 0).sum(axis=1)

@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from tree2mat import frontends
+from tree2mat.data import one_hot
 from tree2mat.errors import DataError, OptionError, UnsupportedModelError
 from tree2mat.ir import evaluate
 from tree2mat.ir.core import Aggregation, Ensemble, Link, Projections, Task, Tree
@@ -429,10 +430,7 @@ def _rows(X: Any, y: Any, ens: Ensemble) -> tuple[np.ndarray, np.ndarray]:
     if y.shape[0] != X.shape[0]:
         raise DataError(f"y has {y.shape[0]} labels for {X.shape[0]} rows")
     classes = ens.classes[0]
-    if y.dtype.kind in "OUS" or classes.dtype.kind in "OUS":
-        hot = y.astype(str)[:, None] == classes.astype(str)[None, :]
-    else:
-        hot = y[:, None] == classes[None, :]
+    hot = one_hot(y, classes)
     unknown = ~hot.any(axis=1)
     if unknown.any():
         raise DataError(f"y holds {str(y[np.flatnonzero(unknown)[0]])!r:.40}, which is none of the model's classes ({', '.join(map(str, classes[:10]))})")
@@ -441,8 +439,7 @@ def _rows(X: Any, y: Any, ens: Ensemble) -> tuple[np.ndarray, np.ndarray]:
 
 def _hard_labels(ens: Ensemble, X: np.ndarray) -> np.ndarray:
     """The deterministic model's labels as class indices, by the reference evaluator."""
-    labels = evaluate.predict(ens, X)["label"]
-    return np.argmax(labels[:, None] == ens.classes[0][None, :], axis=1)
+    return np.argmax(one_hot(evaluate.predict(ens, X)["label"], ens.classes[0]), axis=1)
 
 
 def _accuracy(proba: np.ndarray, y: np.ndarray | None) -> float:

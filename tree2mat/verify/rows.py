@@ -306,14 +306,13 @@ def _hyperplane_rows(ens: Ensemble, tree: Tree, node: int, row: np.ndarray, rng:
     picks = [order[0]] + (list(rng.choice(order[1:], size=min(2, order.size - 1), replace=False)) if order.size > 1 else [])
     for j in picks:
         f, w = int(feats[j]), float(weights[j])
-        r = row.copy()
         with np.errstate(invalid="ignore", over="ignore"):
-            rest = float(np.dot(r[feats].astype(np.float64), weights)) - float(r[f]) * w
+            rest = float(np.dot(row[feats].astype(np.float64), weights)) - float(row[f]) * w
             target = (t - rest) / w
             if not np.isfinite(target) or abs(target) > float(np.finfo(dt).max):
                 continue
             for k in range(-3, 4):
-                v, cell = r.copy(), dt(target)
+                v, cell = row.copy(), dt(target)
                 for _ in range(abs(k)):
                     cell = np.nextafter(cell, dt(np.inf if k > 0 else -np.inf))
                 v[f] = cell
