@@ -76,6 +76,7 @@ def convert(
     raw: bool = typer.Option(False, "--raw", help="Output the margin before the link (label kept for classifiers)."),
     leaves: bool = typer.Option(False, "--leaves", help="Add a 'leaves' output [N, trees] with each row's leaf ids (exact forms)."),
     max_memory: str | None = typer.Option(None, "--max-memory", help="Memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G (the default), 512M: auto picks the fastest form within it; an explicit form over it is refused, naming one that fits."),
+    batch_hint: int | None = typer.Option(None, "--batch-hint", help="--form auto: rows per run the graph will mostly see (default 10000); auto picks the form fastest for such runs (1: latency, where the operators' overhead counts most)."),
     temperature: float | None = typer.Option(None, "--temperature", help="soft/softmax forms: temperature, in input-feature units (default 1); the graph is exact only as it goes to 0."),
     matmul: str = typer.Option("float32", "--matmul", help="sign/bitvector forms: element type of the path-matching MatMul: float32, float16 or int8 (MatMulInteger); exact in each."),
     json_out: bool = typer.Option(False, "--json", help="Print what was written as one JSON object on stdout (path, form, sizes, opset, inputs, outputs, ...) instead of the sentence."),
@@ -88,7 +89,7 @@ def convert(
     with _libraries_to_stderr(), _Progress("convert", enabled=progress, delay=PROGRESS_DELAY_S) as shown:
         onx = tree2mat.convert(
             model, form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul,
-            max_memory=None if max_memory is None else parse_memory(max_memory), progress=lambda text: shown.stage(text, 4),
+            max_memory=None if max_memory is None else parse_memory(max_memory), batch_hint=batch_hint, progress=lambda text: shown.stage(text, 4),
         )
         shown.stage(f"writing {output}", 4)
         size = tree2mat.save(onx, output)
@@ -185,22 +186,27 @@ def inspect(
     fmt: str = typer.Option("text", "--format", help="text, json or npz (npz needs -o)."),
     output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout ('-': stdout)."),
     max_memory: str = typer.Option("4G", "--max-memory", help="Memory budget for the form auto would pick (as for convert)."),
+    batch_hint: int | None = typer.Option(None, "--batch-hint", help="Rows per run for the form auto would pick (as for convert; default 10000)."),
     png: Path | None = typer.Option(None, "--png", help="With --tree K: draw the tree beside its matrices to this PNG instead of printing them (a large tree summarized; needs matplotlib: the plot extra)."),
 ) -> None:
     """Summarize MODEL, or print one tree as the papers' matrices (S, t, B, bitvector, v, depth), or draw it beside them (--png)."""
     import tree2mat
-    from tree2mat.forms.auto import parse_memory
+    from tree2mat.forms.auto import DEFAULT_BATCH_HINT, check_batch_hint, parse_memory
     from tree2mat.inspect import matrices_of, summary
+
+    def auto_hint(value: int | None) -> int:
+        return DEFAULT_BATCH_HINT if value is None else check_batch_hint(value)
 
     if fmt not in FORMAT_CHOICES:
         raise OptionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
     budget = parse_memory(max_memory)
+    hint = auto_hint(batch_hint)
     if png is not None:
         _check_png(png, tree, fmt, output)
     with _libraries_to_stderr():
         ens = tree2mat.load(model)
     if tree is None:
-        info = summary(ens, budget)
+        info = summary(ens, budget, hint)
         if fmt == "npz":
             raise OptionError("--format npz needs --tree")
         text = json.dumps(info, indent=1) if fmt == "json" else _summary_text(info)
@@ -235,6 +241,7 @@ def bench(
     threads: int | None = typer.Option(None, "--threads", help="onnxruntime intra-op threads (default: onnxruntime's)."),
     device: str = typer.Option("cpu", "--device", help="cpu, or cuda: tree2mat's and Hummingbird's graphs on the CUDA provider alone (TreeEnsemble has no CUDA kernel: CPU)."),
     max_memory: str | None = typer.Option(None, "--max-memory", help="Largest estimated memory of a tree2mat graph at one batch, e.g. 8G (default: half this machine's memory); larger batches are not timed."),
+    batch_hint: int | None = typer.Option(None, "--batch-hint", help="--form auto's batch hint (as for convert; default 10000)."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the figures as JSON to this file ('-' for stdout)."),
     plot: Path | None = typer.Option(None, "--plot", help="Draw rows/s per contender and batch size to this PNG (needs matplotlib: the plot extra)."),
 ) -> None:
@@ -249,7 +256,7 @@ def bench(
         report = run_bench(
             model, data, rows=rows, batches=parse_batches(batch), forms=tuple(f.strip() for f in form.split(",") if f.strip()),
             use_peers=peers, repeat=repeat, threads=threads, device=device,
-            max_memory=None if max_memory is None else parse_memory(max_memory),
+            max_memory=None if max_memory is None else parse_memory(max_memory), batch_hint=batch_hint,
         )
     if plot is not None:
         atomic_write(plot, plot_report(report))

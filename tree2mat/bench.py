@@ -41,6 +41,7 @@ from tree2mat.convert import convert
 from tree2mat.data import load_data
 from tree2mat.errors import DataError, OptionError, UnsupportedModelError
 from tree2mat.forms import AUTO, FORMS, check_form
+from tree2mat.forms.auto import check_batch_hint
 from tree2mat.ir.core import Ensemble, Task
 from tree2mat.verify import DEFAULT_RTOL, default_atol, devices_for, differing_rows, load_subject, synthesize
 
@@ -169,10 +170,11 @@ def bench(
     seed: int = 0,
     device: str = "cpu",
     max_memory: int | None = None,
+    batch_hint: int | None = None,
 ) -> BenchReport:
     """Time tree2mat's graphs of a model next to its peers and the library (see module doc).
     ``max_memory``: bytes a tree2mat graph may need at one batch (default: half this machine's
-    memory)."""
+    memory). ``batch_hint``: ``--form auto``'s (see :func:`tree2mat.convert`)."""
 
     if repeat < 1 or rows < 1 or (threads is not None and threads < 1):
         raise OptionError("--repeat, --rows and --threads must be >= 1")
@@ -182,6 +184,8 @@ def bench(
     for form in forms:
         if form != AUTO:
             check_form(form)
+    if batch_hint is not None:
+        check_batch_hint(batch_hint)
     limit = max_memory if max_memory is not None else physical_memory() // 2
     subject = load_subject(model_or_path, accept_pipeline=False)
     if isinstance(subject.model, AttentionForest):
@@ -208,7 +212,7 @@ def bench(
     for form in forms:
         t = time.perf_counter()
         try:
-            onx = convert(ens, form=form)
+            onx = convert(ens, form=form, batch_hint=batch_hint if form == AUTO else None)
         except UnsupportedModelError as exc:  # (a dense form on deep trees): say so, time the rest
             contenders.append(Contender(f"tree2mat {form}", "tree2mat", note=f"not converted: {exc}", device=device))
             continue

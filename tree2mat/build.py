@@ -46,11 +46,13 @@ class ConvertOptions:
     temperature: float | None = None
     matmul: str = "float32"
     max_memory: int = auto.DEFAULT_MAX_MEMORY
+    batch_hint: int = auto.DEFAULT_BATCH_HINT
 
     @classmethod
     def parse(
         cls, form: str = AUTO, *, dtype: str | None = None, opset: int | None = None, raw: bool = False,
         leaves: bool = False, temperature: float | None = None, matmul: str = "float32", max_memory: int | None = None,
+        batch_hint: int | None = None,
     ) -> ConvertOptions:
         """The options of ``tree2mat.convert`` (or the CLI), each checked: an OptionError names
         the first that is wrong."""
@@ -61,6 +63,9 @@ class ConvertOptions:
         dtype = dtype or None  # (an empty --dtype is the default, as it always was)
         if spec is None and (temperature is not None or matmul != "float32"):
             raise OptionError("--temperature and --matmul need an explicit --form (auto picks an exact float32 form)")
+        if spec is not None and batch_hint is not None:
+            raise OptionError(f"--batch-hint tells --form auto which form to pick; with --form {spec.name} it would change nothing")
+        hint = auto.DEFAULT_BATCH_HINT if batch_hint is None else auto.check_batch_hint(batch_hint)
         if spec is not None and temperature is not None:
             if spec.exact:
                 raise OptionError(f"--temperature applies to the soft forms ({', '.join(n for n, f in FORMS.items() if not f.exact)}), not to the exact form {spec.name}")
@@ -81,7 +86,7 @@ class ConvertOptions:
                 f"opset {opset} is not supported; choose {MIN_OPSET} to {DEFAULT_OPSET} "
                 "(the newest the pinned onnxruntime runs)"
             )
-        return cls(spec, dtype, opset, raw, leaves, temperature, matmul, budget)
+        return cls(spec, dtype, opset, raw, leaves, temperature, matmul, budget, hint)
 
 
 def build_graph(ens: Ensemble, options: ConvertOptions, progress: Progress = quiet, head: Head | None = None) -> onnx.ModelProto:
@@ -90,7 +95,7 @@ def build_graph(ens: Ensemble, options: ConvertOptions, progress: Progress = qui
     an exact form's head in place of the model's (see :attr:`GraphOptions.head`)."""
     reason = None
     if options.form is None:
-        choice = auto.choose(ens, options.max_memory)
+        choice = auto.choose(ens, options.max_memory, options.batch_hint)
         spec, reason = FORMS[choice.form], choice.reason
     else:
         spec = options.form
@@ -109,7 +114,7 @@ def build_graph(ens: Ensemble, options: ConvertOptions, progress: Progress = qui
         "tree2mat.raw": str(int(opts.raw)),
         "tree2mat.exact": str(int(spec.exact)),
         **({"tree2mat.matmul": opts.matmul} if opts.matmul != "float32" else {}),
-        **({"tree2mat.auto": reason} if reason is not None else {}),
+        **({"tree2mat.auto": reason, "tree2mat.batch_hint": str(options.batch_hint)} if reason is not None else {}),
         **({"tree2mat.categories": json.dumps(ens.category_table())} if ens.category_labels else {}),
     })
     return checked(model, progress)

@@ -39,6 +39,7 @@ def convert(
     temperature: float | None = None,
     matmul: str = "float32",
     max_memory: int | None = None,
+    batch_hint: int | None = None,
     progress: Progress | None = None,
 ) -> onnx.ModelProto:
     """Convert a fitted tree model (object, file path or ``Ensemble``) to an ONNX model.
@@ -50,6 +51,9 @@ def convert(
     input's, float32 (the default for a tree model) or float64 (the default for a pipeline).
     ``opset``: default the newest the pinned onnxruntime runs (for a pipeline: that skl2onnx
     converts).
+    ``batch_hint``: auto only, the rows per run the graph will mostly see (default 10 000):
+    auto picks the form fastest for such runs (at one row the operators' overhead counts most;
+    metadata ``tree2mat.batch_hint``).
     ``temperature``: soft forms only (default 1, in input-feature units). ``matmul``: the
     path-matching MatMul's element type (float32, or float16 / int8 for the sign and bitvector
     forms; exact in every case). ``progress(step)`` is called as each step begins (reading the
@@ -69,7 +73,7 @@ def convert(
     ['label', 'probabilities']
     """
     options = ConvertOptions.parse(
-        form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul, max_memory=max_memory,
+        form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul, max_memory=max_memory, batch_hint=batch_hint,
     )
     step = progress or quiet
     step("reading the model")

@@ -35,7 +35,7 @@ def features_used(ens: Ensemble) -> list[int]:
     return sorted(used)
 
 
-def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY) -> dict[str, Any]:
+def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY, batch_hint: int = auto.DEFAULT_BATCH_HINT) -> dict[str, Any]:
     """Machine-readable facts about the ensemble (``inspect --format json``)."""
     depths = ens.tree_depths().tolist()
     leaves = [t.n_leaves for t in ens.trees]
@@ -72,12 +72,13 @@ def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY) -> dict[st
             "constant_bytes": spec.constant_bytes(ens),
             "bytes_per_row": spec.bytes_per_row(ens),
             **({"estimated_us_per_row": spec.us_per_row(ens)} if spec.us_per_row is not None else {}),
+            **({"estimated_us_per_run_of_one_row": spec.call_us(ens)} if spec.call_us is not None else {}),
         }
         for name, spec in FORMS.items()
     }
     try:
-        choice = auto.choose(ens, max_memory)
-        info["auto"] = {"form": choice.form, "reason": choice.reason}
+        choice = auto.choose(ens, max_memory, batch_hint)
+        info["auto"] = {"form": choice.form, "reason": choice.reason, "batch_hint": batch_hint}
     except Tree2MatError as exc:
         info["auto"] = {"form": None, "reason": str(exc)}
     return info

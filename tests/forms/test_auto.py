@@ -188,3 +188,59 @@ def test_options_are_checked_budget_first_and_an_empty_dtype_is_the_default():
     with pytest.raises(OptionError, match="--max-memory must be positive"):
         tree2mat.convert(model, form="nope", max_memory=0)
     assert tree2mat.convert(model, form="sign", dtype="").graph.input[0].type.tensor_type.elem_type == 1  # float
+
+
+@pytest.fixture(scope="module")
+def leafwise():
+    """LightGBM's leaf-wise trees, 31 leaves and up to ~15 levels: at one row the walk's
+    operators per level outweigh a matrix form's MatMul."""
+    import lightgbm as lgb
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(4000, 20, n_informative=10, random_state=0)
+    return lgb.LGBMClassifier(n_estimators=100, num_leaves=31, min_child_samples=3, random_state=0, verbose=-1).fit(X.astype(np.float32), y), X
+
+
+def test_batch_hint_weighs_each_forms_run_overhead(leafwise):
+    """``--batch-hint 1`` picks the form whose one-row run is estimated fastest (operators'
+    overhead and one row's work), the default the fastest per row in runs of 10 000; the choice
+    and the hint are in the graph's metadata, and the graph routes as LightGBM."""
+    model, X = leafwise
+    ens = tree2mat.load(model)
+    one, many = auto.choose(ens, batch_hint=1), auto.choose(ens)
+    for choice, hint in ((one, 1), (many, auto.DEFAULT_BATCH_HINT)):
+        spec = FORMS[choice.form]
+        expected = (spec.call_us(ens) + (hint - 1) * spec.us_per_row(ens)) / hint
+        assert choice.estimates[[e.form for e in choice.estimates].index(choice.form)].us_per_row == pytest.approx(expected)
+        assert choice.form == min((e for e in choice.estimates if e.fits), key=lambda e: e.us_per_row).form
+        assert f"in runs of {hint} row" in choice.reason
+    assert many.form == "traverse" and one.form != "traverse"  # (the premise: the hint changes the pick)
+    onx = tree2mat.convert(model, batch_hint=1)
+    meta = _meta(onx)
+    assert meta["tree2mat.form"] == one.form and meta["tree2mat.batch_hint"] == "1" and meta["tree2mat.auto"] == one.reason
+    assert "tree2mat.batch_hint" not in _meta(tree2mat.convert(model, "traverse"))
+    report = tree2mat.verify(model, onx, data=X[:2000])
+    assert report.passed, report.summary()
+
+
+@pytest.mark.parametrize("hint", [0, -3, 1.5, True, "many"])
+def test_a_bad_batch_hint_is_refused(shallow, hint):
+    with pytest.raises(OptionError, match="--batch-hint must be a whole number of rows >= 1"):
+        tree2mat.convert(shallow, batch_hint=hint)
+
+
+def test_batch_hint_with_an_explicit_form_is_refused_on_the_command_line(shallow, tmp_path, capsys):
+    import joblib
+
+    path = tmp_path / "m.joblib"
+    joblib.dump(shallow, path)
+    out = tmp_path / "m.onnx"
+    assert main(["convert", str(path), "-o", str(out), "--form", "sign", "--batch-hint", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--batch-hint tells --form auto which form to pick" in err and not out.exists()
+    assert main(["convert", str(path), "-o", str(out), "--batch-hint", "0"]) == 2
+    assert "--batch-hint must be a whole number of rows >= 1" in capsys.readouterr().err and not out.exists()
+    assert main(["inspect", str(path), "--format", "json", "--batch-hint", "1"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["auto"]["batch_hint"] == 1 and info["auto"]["form"] == auto.choose(tree2mat.load(shallow), batch_hint=1).form
+    assert all("estimated_us_per_run_of_one_row" in v for k, v in info["forms"].items() if FORMS[k].exact)

@@ -46,6 +46,10 @@ class FormSpec:
     #: Estimated CPU time per row, microseconds (constants fitted by benchmarks/form_speed.py):
     #: the exact forms that have one are ``--form auto``'s candidates.
     us_per_row: Callable[[Ensemble], float] | None = None
+    #: Estimated CPU time of one run of one row, microseconds (the operators' overhead, which a
+    #: large batch spreads over its rows): ``--batch-hint`` weighs it (a run of b rows: ``call_us
+    #: + (b - 1) us_per_row``). None: counted as 0.
+    call_us: Callable[[Ensemble], float] | None = None
     #: Element types its path-matching MatMul can run in (``--matmul``); exact forms only.
     matmul: tuple[str, ...] = ("float32",)
     #: Exact forms: ``exit_layout(ens, dtype)``, the ``(order, slots, index_dtype)`` of the exit

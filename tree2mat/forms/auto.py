@@ -12,7 +12,10 @@ benchmarks/RESULTS.md), and says what memory it needs (``constant_bytes``, ``byt
   per tree and level, then per tree its leaf and value).
 
 Auto picks the fastest candidate whose constants and intermediates for BUDGET_ROWS rows fit the
-budget. On the CPU the walk is the fastest form on every model measured (3 to 30 times the
+budget, for runs of ``--batch-hint`` rows (default BUDGET_ROWS): a run of b rows is estimated at
+``call_us + (b - 1) * us_per_row``, ``call_us`` being one row's run (the operators' overhead,
+fitted to batch-1 latencies). At one row the matrix forms' few operators can beat the walk's
+many (LightGBM's 31-leaf trees); at 10 000 rows the walk wins nearly everywhere. On the CPU the walk is the fastest form on every model measured (3 to 30 times the
 matrix forms, whose constants overestimate their current layout), and its memory is the
 smallest, so auto picks ``traverse`` nearly always; the matrix forms matter where it does not
 fit. The constants are the CPU's (no GPU was available to fit CUDA ones): the choice is the
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from tree2mat.errors import OptionError, UnsupportedModelError
 from tree2mat.forms import FORMS, FormSpec
 from tree2mat.ir.core import Ensemble
@@ -31,10 +36,13 @@ from tree2mat.ir.core import Ensemble
 BUDGET_ROWS = 10_000
 #: Default memory budget, bytes.
 DEFAULT_MAX_MEMORY = 4 * 2**30
+#: Rows per run auto picks the fastest form for, unless told (``--batch-hint``).
+DEFAULT_BATCH_HINT = BUDGET_ROWS
+
 @dataclass(frozen=True)
 class Estimate:
     form: str
-    us_per_row: float
+    us_per_row: float  # at runs of the hinted batch size
     memory_bytes: int  # constants + BUDGET_ROWS rows of intermediates
     fits: bool
 
@@ -52,14 +60,24 @@ def candidates() -> list[FormSpec]:
     return sorted((spec for spec in FORMS.values() if spec.exact and spec.us_per_row is not None), key=lambda spec: spec.name)
 
 
-def estimate(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY) -> Estimate:
-    """The form's estimated time per row and memory (constants + BUDGET_ROWS rows), and whether
-    it fits ``max_memory``."""
+def estimate(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY, batch_hint: int = DEFAULT_BATCH_HINT) -> Estimate:
+    """The form's estimated time per row in runs of ``batch_hint`` rows, its memory (constants
+    + BUDGET_ROWS rows), and whether it fits ``max_memory``."""
     constants = spec.constant_bytes(ens)
     memory = constants + spec.bytes_per_row(ens) * BUDGET_ROWS
     fits = memory <= max_memory and constants <= spec.constant_limit()
-    us = spec.us_per_row(ens) if spec.us_per_row is not None else float("nan")
+    us = float("nan")
+    if spec.us_per_row is not None:
+        call = spec.call_us(ens) if spec.call_us is not None else 0.0
+        us = (call + (batch_hint - 1) * spec.us_per_row(ens)) / batch_hint
     return Estimate(spec.name, us, memory, fits)
+
+
+def check_batch_hint(batch_hint: int) -> int:
+    """``batch_hint`` if it is a whole number of rows >= 1; else an OptionError."""
+    if isinstance(batch_hint, bool) or not isinstance(batch_hint, (int, np.integer)) or batch_hint < 1:
+        raise OptionError(f"--batch-hint must be a whole number of rows >= 1, got {batch_hint!r}")
+    return int(batch_hint)
 
 
 def check_budget(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY) -> None:
@@ -83,10 +101,11 @@ def check_budget(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_ME
     )
 
 
-def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY) -> Choice:
-    """The exact form auto picks for ``ens`` within ``max_memory`` bytes, and why."""
+def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY, batch_hint: int = DEFAULT_BATCH_HINT) -> Choice:
+    """The exact form auto picks for ``ens`` within ``max_memory`` bytes, for runs of
+    ``batch_hint`` rows, and why."""
 
-    estimates = [estimate(spec, ens, max_memory) for spec in candidates()]
+    estimates = [estimate(spec, ens, max_memory, batch_hint) for spec in candidates()]
     fitting = [e for e in estimates if e.fits]
     if not fitting:
         least = min(estimates, key=lambda e: e.memory_bytes)
@@ -98,8 +117,8 @@ def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY) -> Choice:
         for e in others
     ]
     reason = (
-        f"fastest exact form within {gib(max_memory)} for {BUDGET_ROWS} rows: estimated {best.us_per_row:.3g} us "
-        f"per row on the CPU, {gib(best.memory_bytes)} (vs {'; '.join(parts)})"
+        f"fastest exact form in runs of {batch_hint} row{'s' * (batch_hint != 1)} within {gib(max_memory)} for {BUDGET_ROWS} rows: "
+        f"estimated {best.us_per_row:.3g} us per row on the CPU, {gib(best.memory_bytes)} (vs {'; '.join(parts)})"
     )
     return Choice(best.form, reason, tuple(estimates))
 

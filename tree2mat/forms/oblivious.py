@@ -166,9 +166,21 @@ def us_per_row(ens: Ensemble) -> float:
     return PER_LEVEL_US * levels + PER_TREE_US * ens.n_trees + rest
 
 
+#: Latency model (microseconds, one row's run): per run, and per level of the oblivious trees;
+#: the other trees' run as the sign form's (whose per-run part then stands for the run's).
+#: Solved from benchmarks/catboost_speed.json's batch-1 figures (depth 6 x 300 and x 1 000).
+CALL_US, PER_LEVEL_CALL_US = 28.0, 0.025
+
+
+def call_us(ens: Ensemble) -> float:
+    _, other, levels = _parts(ens)
+    rest = sign.FORM.call_us(_subset(ens, other)) if other.size and sign.FORM.call_us is not None else CALL_US
+    return rest + PER_LEVEL_CALL_US * levels
+
+
 FORM = FormSpec(
     name="oblivious", build=build, exact=True,
     summary="oblivious (symmetric) trees as D comparisons, the leaf the decisions weighed by powers of two (sum_d 2^(D-1-d) r_d); other trees as sign",
-    constant_bytes=constant_bytes, bytes_per_row=bytes_per_row, us_per_row=us_per_row, matmul=("float32",),
+    constant_bytes=constant_bytes, bytes_per_row=bytes_per_row, us_per_row=us_per_row, call_us=call_us, matmul=("float32",),
     exit_layout=exit_layout, proven_on=ALL_RUNTIMES,
 )

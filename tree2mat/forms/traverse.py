@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms import _exact, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
@@ -69,37 +70,53 @@ def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
     return NodeTable(column[order], threshold[order], first[order], leaf[order], tests.blocks, order, depth[order], tests.width)
 
 
-#: Copies of the node table the walk may add (see :func:`cuts`): this many times the table, or
-#: CUT_BYTES if that is more; and the least walking a cut must save per row it copies.
-CUT_FACTOR = 1
-CUT_BYTES = 256 * 2**10
-CUT_VALUE = 1.0
+#: The least walking a cut must save (trees set aside times the levels to the next cut) per tree
+#: it copies (see :func:`cuts`).
+CUT_VALUE = 0.5
 
 
-def cuts(depth: np.ndarray, row_bytes: int) -> list[int]:
-    """The levels at which the walk sets finished trees aside (``depth``: the trees' depths,
-    non-increasing). ``GatherElements`` takes data and indices of the same size on every axis
-    but the gathered one, so each such level slices the node tables to the trees still walking:
-    copies (constants a runtime folds once) that cost time at small batches, as larger constants
-    do. Of the levels where some tree finishes, a cut is kept where the walking it saves (trees
-    set aside times the levels to the next cut) is at least ``CUT_VALUE`` times the rows it
-    copies, while the copies stay within ``CUT_FACTOR`` times the table (or ``CUT_BYTES``): the
-    cuts that save the least walking per byte go first. Measured (onnxruntime 1.31, batch 1, 2
-    threads): LGBMRegressor(500, 255 leaves) with copies of 12 times its table took 2.3 times as
-    long as without copies, and 1.2 times walking every tree to the deepest level."""
+def cuts(depth: np.ndarray, multiple: int = 1) -> list[int]:
+    """The levels at which the wide walk sets finished trees aside (``depth``: the trees' depths,
+    non-increasing): each such level slices the trees still walking (a copy of them) and walks
+    only those on. Of the levels where some tree finishes, a cut is kept where the walking it
+    saves (trees set aside times the levels to the next cut) is at least ``CUT_VALUE`` times the
+    trees it copies; the cuts that save the least go first. The trees kept walking are a multiple
+    of ``multiple`` (see :func:`replicas`): a few finished ones walk on, in place at their leaf."""
     T = depth.size
-    keep = [int(np.count_nonzero(depth > d)) for d in range(int(depth[0]) + 1)]
+    keep = [kept(depth, d, multiple) for d in range(int(depth[0]) + 1)]
     chosen = [d for d in range(1, int(depth[0])) if keep[d] < keep[d - 1]]
-    budget = max(CUT_FACTOR * T * row_bytes, CUT_BYTES)
 
-    def saving(i: int) -> float:  # walking saved by cut i over the rows it copies
+    def saving(i: int) -> float:  # walking saved by cut i per tree it copies
         before = keep[chosen[i - 1]] if i else T
         after = chosen[i + 1] if i + 1 < len(chosen) else int(depth[0])
-        return (before - keep[chosen[i]]) * (after - chosen[i]) / max(keep[chosen[i]], 1)
+        return (before - keep[chosen[i]]) * (after - chosen[i]) / before
 
-    while chosen and (min(saving(i) for i in range(len(chosen))) < CUT_VALUE or sum(keep[d] for d in chosen) * row_bytes > budget):
+    while chosen and min(saving(i) for i in range(len(chosen))) < CUT_VALUE:
         chosen.pop(min(range(len(chosen)), key=saving))
     return chosen
+
+
+def kept(depth: np.ndarray, level: int, multiple: int = 1) -> int:
+    """The trees walking on at a cut at ``level``: those deeper than it, rounded up to a multiple
+    of ``multiple`` (at most all; ``depth`` non-increasing, so they are the first ones)."""
+    return min(depth.size, -(-int(np.count_nonzero(depth > level)) // multiple) * multiple)
+
+
+#: The wide walk gathers from copies of the flat node tables, [S, trees x nodes], by the nodes
+#: reached as [S, rows x trees / S]: a runtime spreads a GatherElements over its outer axis
+#: (onnxruntime 1.31 on one axis runs one thread: 8.5 ms for 10**7 indices, 3.7 on [2, -]).
+#: S is at most MAX_REPLICAS and a divisor of the trees (padded to a multiple of it), and the
+#: copies at most REPLICA_BYTES (or one).
+MAX_REPLICAS = 8
+REPLICA_BYTES = 256 * 2**20
+
+
+def replicas(n_trees: int, table_bytes: int) -> int:
+    """S (see :data:`MAX_REPLICAS`): a power of two, at most an eighth of the trees."""
+    s = 1
+    while 2 * s <= MAX_REPLICAS and 2 * s * 8 <= n_trees and 2 * s * table_bytes <= REPLICA_BYTES:
+        s *= 2
+    return s
 
 
 #: The walk's exit index: the node reached (int32, as the node tables).
@@ -137,77 +154,115 @@ class _Tables:
 def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit | _layout.Walks:
     """Rows walk every tree level by level, all trees at once (the exit: the node reached, trees
     deepest first, see :class:`_layout.Exit`); each step reads a node's column, threshold and
-    ``first`` and moves to ``first + (value > threshold)``. The root level is one walk; from
-    level 1 on, two walks of the same tables (:class:`_layout.Walks`): up to :func:`flat_rows`
-    rows, :func:`_walk_flat` (few operators, nothing copied: at a few rows the operators'
-    overhead is the time); above, :func:`_walk_wide` (operators a runtime spreads over its
-    threads)."""
+    ``first`` and moves to ``first + (value > threshold)``. A tree of depth 1 is one step; deeper
+    trees, two walks of the same tables (:class:`_layout.Walks`): up to :func:`flat_rows` rows,
+    :func:`_walk_flat` (few operators, nothing copied: at a few rows the operators' overhead is
+    the time); above, :func:`_walk_wide` (operators a runtime spreads over its threads)."""
     tab = node_table(ens, st)
     xa = _layout.augmented_input(g, ens, st, x, tab.blocks)
-    int32 = onnx.TensorProto.INT32
-    # Level 0: every row at every root, trees x rows: the roots' columns are rows of the
-    # transposed input (a Gather on axis 0: whole rows copied).
-    columns = g.op("Transpose", [xa], "x_columns", perm=[1, 0])
-    xv = g.op("Gather", [columns, g.const(tab.column[:, 0].astype(np.int64), "root_column")], "xv0", axis=0)
-    step = g.op("Cast", [g.op("Greater", [xv, g.const(tab.threshold[:, :1], "root_threshold")], "right0")], "step0", to=int32)
-    node1 = g.op("Add", [step, g.const(tab.first[:, :1], "root_first")], "node1")
     if tab.depth[0] <= 1:
-        return _layout.Exit(node1, tab.order, tab.leaf, INDEX_DTYPE)
+        return _layout.Exit(_root_level(g, tab, xa)[1], tab.order, tab.leaf, INDEX_DTYPE)
     tables = _Tables(g.const(tab.column, "node_column"), g.const(tab.threshold, "node_threshold"), g.const(tab.first, "node_first"))
-    row_bytes = tab.column.shape[1] * (4 + 4 + tab.threshold.dtype.itemsize)
-    cut_levels = cuts(tab.depth, row_bytes)
     most = flat_rows(st.n_trees, tab.width)
     limit = g.const(np.asarray([most], np.int64), "flat_rows")
-    # (the rows counted on node1, which both walks read: a graph ordered by the nodes' explicit
-    # inputs, as skl2onnx orders one, puts the If after it)
-    small = g.op("LessOrEqual", [_rows_of(g, node1), limit], "flat_batch")
+    rows = _rows_of(g, xa)
+    small = g.op("LessOrEqual", [rows, limit], "flat_batch")
     return _layout.Walks(
         small, limit, most, flat_rows_max(tab.width),
-        lambda b: _layout.Exit(_walk_flat(g, b, tab, xa, columns, node1, tables, cut_levels), tab.order, tab.leaf, INDEX_DTYPE),
-        lambda b: _layout.Exit(_walk_wide(g, b, tab, xa, node1, tables, cut_levels), tab.order, tab.leaf, INDEX_DTYPE),
+        lambda b: _layout.Exit(_walk_flat(g, b, tab, xa, tables, cuts(tab.depth)), tab.order, tab.leaf, INDEX_DTYPE),
+        lambda b: _layout.Exit(_walk_wide(g, b, tab, xa, rows, tables), tab.order, tab.leaf, INDEX_DTYPE),
     )
 
 
-def _rows_of(g: GraphBuilder, node: str) -> str:
-    """[1] int64: the rows of ``node`` [T, N] (Shape's ``start``/``end`` from opset 15 on)."""
+def _root_level(g: GraphBuilder, tab: NodeTable, xa: str) -> tuple[str, str]:
+    """The input transposed [C, N], and the nodes of level 1 [T, N]: every row at every root,
+    trees x rows (the roots' columns are rows of the transposed input: a Gather on axis 0, whole
+    rows copied)."""
+    columns = g.op("Transpose", [xa], "x_columns", perm=[1, 0])
+    xv = g.op("Gather", [columns, g.const(tab.column[:, 0].astype(np.int64), "root_column")], "xv0", axis=0)
+    step = g.op("Cast", [g.op("Greater", [xv, g.const(tab.threshold[:, :1], "root_threshold")], "right0")], "step0", to=onnx.TensorProto.INT32)
+    return columns, g.op("Add", [step, g.const(tab.first[:, :1], "root_first")], "node1")
+
+
+def _rows_of(g: GraphBuilder, x: str) -> str:
+    """[1] int64: the rows of ``x`` [N, C] (Shape's ``start``/``end`` from opset 15 on)."""
     if g.opset >= 15:
-        return g.op("Shape", [node], "batch_rows", start=1, end=2)
-    bounds = [g.const(np.asarray([v], np.int64), f"batch_rows_{k}") for k, v in (("start", 1), ("stop", 2))]
-    return g.op("Slice", [g.op("Shape", [node], "node1_shape"), *bounds], "batch_rows")
+        return g.op("Shape", [x], "batch_rows", start=0, end=1)
+    bounds = [g.const(np.asarray([v], np.int64), f"batch_rows_{k}") for k, v in (("start", 0), ("stop", 1))]
+    return g.op("Slice", [g.op("Shape", [x], "x_shape"), *bounds], "batch_rows")
 
 
-def _walk_wide(g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, cur: str, tables: _Tables, cut_levels: list[int]) -> str:
-    """From level 1 on (``cur``: [T, N], the nodes of level 1), in ``b``: per step three
-    ``GatherElements`` from the node table (trees x rows, last axis), one from the augmented
-    input (rows x trees, last axis: the fast layout of both), a ``Greater``, and the next node.
-    Every ``GatherElements`` takes data and indices of the same size on the other axis (the ONNX
-    rule OpenVINO enforces): at the ``cut_levels`` the tables are sliced to the trees still
-    walking (copies, made in ``g``, where runtimes fold them once); the trees set aside are
-    concatenated back at the end, deepest first."""
+def _walk_wide(g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, rows: str, tables: _Tables) -> str:
+    """In ``b``, rows x trees: the nodes reached are global ids (t P + node) [N, T'] (the trees
+    padded to T', a multiple of S = :func:`replicas`, with trees of one leaf), and per level:
+    three ``GatherElements`` from S copies of the flat tables by the nodes as [S, N T' / S] (made
+    in ``g``, where runtimes fold them once), one from the input [N, C] by the columns as
+    [N, T'] (no transpose: the last axis of both, onnxruntime's fast layout), a ``Greater``, a
+    ``Cast`` and the next node. At the :func:`cuts` the trees still walking are sliced; the
+    trees set aside are concatenated back at the end, deepest first, and the exit is [T, N]."""
     int32 = onnx.TensorProto.INT32
-    column, threshold, first = tables.column, tables.threshold, tables.first
+    T, P = tab.column.shape
+    row_bytes = P * (4 + 4 + tab.threshold.dtype.itemsize)
+    S = replicas(T, T * row_bytes)
+    Tp = -(-T // S) * S
+    if Tp * P > 2**31 - 1:
+        raise UnsupportedModelError(f"the node table has {Tp * P} nodes, past int32's range; train with fewer trees or leaves")
+    start = (np.arange(Tp, dtype=np.int32) * P)[None, :]
+    copies = g.const(np.asarray([S, 1], np.int64), "table_copies")
+
+    def flat(table: str, pad: np.ndarray, hint: str) -> str:  # [S, T' P]: the T' - T trees of one leaf ``pad`` added
+        padded = g.op("Concat", [table, g.const(pad, f"pad_{hint}")], f"padded_{hint}", axis=0) if Tp > T else table
+        return g.op("Tile", [g.op("Reshape", [padded, g.const(np.asarray([1, -1], np.int64), "one_row")], f"flat_{hint}"), copies], f"wide_{hint}")
+
+    never_column = int(tab.column[tab.leaf >= 0][0])  # (a leaf's test, which never holds)
+    pad = (Tp - T, P)
+    column = flat(tables.column, np.full(pad, never_column, np.int32), "column")
+    threshold = flat(tables.threshold, np.full(pad, _layout.NEVER[1], tab.threshold.dtype), "threshold")
+    # (global ids: first + t P; a padding tree's nodes point at its root, which points at itself)
+    global_first = g.op("Add", [tables.first, g.const(start[0, :T, None], "tree_start_col")], "node_first_global")
+    first = flat(global_first, np.repeat(start[0, T:, None], P, axis=1), "first")
+
+    grid = b.const(np.asarray([S, -1], np.int64), "wide_grid")
+    rows_of = {}
+
+    def by_rows(active: int) -> str:  # [N, active] (N from the input's shape: its GatherElements provably fits it)
+        if active not in rows_of:
+            rows_of[active] = b.op("Concat", [rows, b.const(np.asarray([active], np.int64), f"wide_trees_{active}")], f"wide_rows_{active}", axis=0)
+        return rows_of[active]
+
+    # Level 0: the roots' columns broadcast to [N, T'] (a Gather of them on axis 1 copies
+    # element by element: 3 times as long), thresholds and first broadcast.
+    roots = np.concatenate([tab.column[:, 0], np.full(Tp - T, never_column, np.int32)])[None, :]
+    xv = b.op("GatherElements", [xa, b.op("Expand", [b.const(roots, "wide_root_column"), by_rows(Tp)], "wide_col0")], "wide_xv0", axis=1)
+    root_thr = np.concatenate([tab.threshold[:, 0], np.full(Tp - T, _layout.NEVER[1], tab.threshold.dtype)])[None, :]
+    root_first = start + np.concatenate([tab.first[:, 0], np.zeros(Tp - T, np.int32)])[None, :]
+    right = b.op("Greater", [xv, b.const(root_thr, "wide_root_threshold")], "wide_right0")
+    cur = b.op("Add", [b.op("Cast", [right], "wide_step0", to=int32), b.const(root_first, "wide_root_first")], "wide_node1")
     done: list[str] = []
-    active = tab.depth.size
-    for d in range(1, int(tab.depth[0])):  # trees x rows
+    active = Tp
+    depth = np.concatenate([tab.depth, np.zeros(Tp - T, tab.depth.dtype)])
+    cut_levels = cuts(depth, S)
+    for d in range(1, int(tab.depth[0])):
         if d in cut_levels:
-            keep = int(np.count_nonzero(tab.depth > d))
-            done.append(_rows(b, cur, keep, active, f"done{d}"))
-            cur = _rows(b, cur, 0, keep, f"node{d}_deep")
-            # (a Gather of the first rows, not a Slice: OpenVINO 2026.4 drops a Slice of a
-            # constant that feeds GatherElements, then refuses the shapes)
-            rows = g.const(np.arange(keep, dtype=np.int64), f"trees_{keep}")
-            column, threshold, first = (g.op("Gather", [t, rows], f"{t}_{keep}", axis=0) for t in (column, threshold, first))
+            keep = kept(depth, d, S)
+            done.append(_slice(b, cur, keep, active, 1, f"wide_done{d}"))
+            cur = _slice(b, cur, 0, keep, 1, f"wide_node{d}_deep")
             active = keep
-        cols = b.op("Transpose", [b.op("GatherElements", [column, cur], f"col{d}", axis=1)], f"col{d}_rows", perm=[1, 0])
-        xv = b.op("Transpose", [b.op("GatherElements", [xa, cols], f"xv{d}_rows", axis=1)], f"xv{d}", perm=[1, 0])
-        right = b.op("Greater", [xv, b.op("GatherElements", [threshold, cur], f"thr{d}", axis=1)], f"right{d}")
-        base = b.op("GatherElements", [first, cur], f"first{d}", axis=1)
-        cur = b.op("Add", [base, b.op("Cast", [right], f"step{d}", to=int32)], f"node{d + 1}")
-    return b.op("Concat", [cur, *reversed(done)], "exit_node_sorted", axis=0) if done else cur
+        at = b.op("Reshape", [cur, grid], f"wide_at{d}")
+        col = b.op("Reshape", [b.op("GatherElements", [column, at], f"wide_col{d}", axis=1), by_rows(active)], f"wide_col{d}_rows")
+        xv = b.op("Reshape", [b.op("GatherElements", [xa, col], f"wide_xv{d}_rows", axis=1), grid], f"wide_xv{d}")
+        right = b.op("Greater", [xv, b.op("GatherElements", [threshold, at], f"wide_thr{d}", axis=1)], f"wide_right{d}")
+        base = b.op("GatherElements", [first, at], f"wide_first{d}", axis=1)
+        cur = b.op("Reshape", [b.op("Add", [base, b.op("Cast", [right], f"wide_step{d}", to=int32)], f"wide_next{d}"), by_rows(active)], f"wide_node{d + 1}")
+    if done:
+        cur = b.op("Concat", [cur, *reversed(done)], "wide_exit_global", axis=1)
+    local = b.op("Sub", [cur, b.const(start, "wide_tree_start")], "wide_exit_rows")
+    exit_sorted = b.op("Transpose", [local], "wide_exit_padded", perm=[1, 0])
+    return _slice(b, exit_sorted, 0, T, 0, "exit_node_sorted") if Tp > T else exit_sorted
 
 
 def _walk_flat(
-    g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, columns: str, cur: str, tables: _Tables, cut_levels: list[int],
+    g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, tables: _Tables, cut_levels: list[int],
 ) -> str:
     """:func:`_walk_wide`'s walk on one-dimensional tensors, in ``b``: the node tables flat
     (``first`` holding t P + node, made in ``g``, where runtimes fold them once), the nodes
@@ -218,6 +273,7 @@ def _walk_flat(
     int32 = onnx.TensorProto.INT32
     T, P = tab.column.shape
     width = tab.width
+    columns, cur = _root_level(b, tab, xa)
     flat = g.const(np.asarray([-1], np.int64), "flat_shape")
     tree_start = g.const((np.arange(T, dtype=np.int32) * P)[:, None], "tree_start")
     column, threshold = (g.op("Reshape", [t, flat], f"{t}_flat") for t in (tables.column, tables.threshold))
@@ -238,11 +294,11 @@ def _walk_flat(
     active = T
     for d in range(1, int(tab.depth[0])):
         if d in cut_levels:
-            keep = int(np.count_nonzero(tab.depth > d))
+            keep = kept(tab.depth, d)
             grid = b.op("Reshape", [cur, b.const(np.asarray([active, -1], np.int64), f"flat{d}_grid_shape")], f"flat{d}_grid")
-            done.append(_rows(b, grid, keep, active, f"flat_done{d}"))
-            cur = b.op("Reshape", [_rows(b, grid, 0, keep, f"flat{d}_deep_grid"), flat], f"flat{d}_deep")
-            offset = b.op("Reshape", [_rows(b, offsets, 0, keep, f"row_offset{d}_grid"), flat], f"row_offset{d}")
+            done.append(_slice(b, grid, keep, active, 0, f"flat_done{d}"))
+            cur = b.op("Reshape", [_slice(b, grid, 0, keep, 0, f"flat{d}_deep_grid"), flat], f"flat{d}_deep")
+            offset = b.op("Reshape", [_slice(b, offsets, 0, keep, 0, f"row_offset{d}_grid"), flat], f"row_offset{d}")
             active = keep
         col = b.op("GatherElements", [column, cur], f"flat_col{d}", axis=0)
         xv = b.op("GatherElements", [xflat, b.op("Add", [col, offset], f"flat_x{d}")], f"flat_xv{d}", axis=0)
@@ -263,20 +319,20 @@ def exit_layout(ens: Ensemble, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray,
     return tab.order, tab.leaf, INDEX_DTYPE
 
 
-def _rows(g: GraphBuilder, x: str, start: int, stop: int, hint: str) -> str:
-    """Rows ``start:stop`` of ``x`` (axis 0)."""
-    bounds = [g.const(np.asarray([v], np.int64), f"{hint}_{k}") for k, v in (("start", start), ("stop", stop), ("axis", 0))]
+def _slice(g: GraphBuilder, x: str, start: int, stop: int, axis: int, hint: str) -> str:
+    """``start:stop`` of ``x`` on ``axis``."""
+    bounds = [g.const(np.asarray([v], np.int64), f"{hint}_{k}") for k, v in (("start", start), ("stop", stop), ("axis", axis))]
     return g.op("Slice", [x, *bounds], hint)
 
 
 def constant_bytes(ens: Ensemble) -> int:
     """The node table (column and first per node, threshold up to 8 bytes) over the widest
-    tree's 2 I + 1 nodes, its copies at the cuts (at most its size, or CUT_BYTES), the flat
-    walk's (its size: a runtime folds the reshaped tables into copies), and the leaf values per
+    tree's 2 I + 1 nodes, the flat walk's copy of it (a runtime folds the reshaped tables), the
+    wide walk's copies (:func:`replicas`: at most REPLICA_BYTES, or one), and the leaf values per
     node (up to four float32 digits, or float64)."""
     T, I, L = _layout.padded_sizes(ens)
     table = T * (2 * I + 1) * (4 + 4 + 8)
-    return 3 * table + CUT_BYTES + T * (2 * I + 1) * ens.n_outputs * 16
+    return 2 * table + max(table, min(MAX_REPLICAS * table, REPLICA_BYTES)) + T * (2 * I + 1) * ens.n_outputs * 16
 
 
 def bytes_per_row(ens: Ensemble) -> int:
@@ -317,6 +373,16 @@ def us_per_row(ens: Ensemble) -> float:
     return PER_LEVEL_US * tree_levels(ens) + PER_TREE_US * ens.n_trees
 
 
+#: Latency model (microseconds; one row, the flat walk): per run, per level of the deepest tree
+#: (the walk's operators), per tree level. Fitted to the batch-1 p50 of suite.py's seven
+#: workloads (onnxruntime 1.31, 2 threads; benchmarks/RESULTS.md, issue 22): within 13 %.
+CALL_US, PER_DEPTH_CALL_US, PER_LEVEL_CALL_US = 13.6, 4.30, 0.0066
+
+
+def call_us(ens: Ensemble) -> float:
+    return CALL_US + PER_DEPTH_CALL_US * max(int(ens.tree_depths().max()), 1) + PER_LEVEL_CALL_US * tree_levels(ens)
+
+
 FORM = FormSpec(
     name="traverse",
     build=build,
@@ -326,6 +392,7 @@ FORM = FormSpec(
     bytes_per_row=bytes_per_row,
     constant_limit=constant_limit,
     us_per_row=us_per_row,
+    call_us=call_us,
     exit_layout=exit_layout,
     proven_on=ALL_RUNTIMES,
 )
