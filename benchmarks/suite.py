@@ -29,7 +29,9 @@ import tree2mat
 from tree2mat.bench import bench, parse_batches
 from tree2mat.forms.auto import parse_memory
 
-FORMS = ("auto", "sign", "bitvector", "traverse")
+FORMS = ("auto", "sign", "bitvector", "hierarchical", "traverse")
+#: The forms whose best is compared with Hummingbird's GEMM (the decision machines).
+MATRIX_FORMS = ("sign", "bitvector", "hierarchical")
 
 
 def workloads(seed: int) -> dict:
@@ -134,15 +136,17 @@ def _p50(c: dict, batch: int) -> float | None:
 
 
 def _matrix_vs_gemm(contenders: list[dict], batches: list[int]) -> str:
-    """The best of sign and bitvector over Hummingbird's GEMM at the largest batch both were
-    timed at (a dense graph at batch 100 000 can be over the memory limit), naming the batch."""
-    matrix = [c for c in contenders if c["name"] in ("tree2mat sign", "tree2mat bitvector")]
+    """The best of the decision machines (MATRIX_FORMS) over Hummingbird's GEMM at the largest
+    batch both were timed at (a dense graph at batch 100 000 can be over the memory limit),
+    naming the batch and the form."""
+    matrix = [c for c in contenders if c["name"] in {f"tree2mat {f}" for f in MATRIX_FORMS}]
     gemm = next((c for c in contenders if c["name"] == "hummingbird gemm"), None)
     for batch in sorted(batches, reverse=True):
-        best = max((_rate(c, batch) or 0 for c in matrix), default=0)
+        rates = {c["name"][len("tree2mat "):]: _rate(c, batch) or 0 for c in matrix}
+        form = max(rates, key=rates.__getitem__, default=None)
         theirs = _rate(gemm, batch) if gemm else None
-        if best and theirs:
-            return f"{best / theirs:.2f}" + ("" if batch == max(batches) else f" (batch {batch:,})")
+        if form and rates[form] and theirs:
+            return f"{rates[form] / theirs:.2f} ({form}" + (")" if batch == max(batches) else f", batch {batch:,})")
     return "-"
 
 
@@ -152,8 +156,8 @@ def report(doc: dict) -> str:
         f"Rows/s at batch {big:,} ({doc['cpu']}, {doc['machine']}, onnxruntime {doc['versions'].get('onnxruntime')}, "
         f"{doc['threads']} threads); x TE: over the TreeEnsemble graph in the same run.",
         "",
-        "| workload | TreeEnsemble rows/s | auto (form) | auto x TE | sign x TE | bitvector x TE | traverse x TE | Hummingbird best x TE | Hummingbird gemm x TE | best matrix form / HB gemm | native x TE |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| workload | TreeEnsemble rows/s | auto (form) | auto x TE | sign x TE | bitvector x TE | hierarchical x TE | traverse x TE | Hummingbird best x TE | Hummingbird gemm x TE | best matrix form / HB gemm | native x TE |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["results"]:
         by = {c["name"]: c for c in r["contenders"]}
@@ -172,10 +176,10 @@ def report(doc: dict) -> str:
         native = next((c for c in r["contenders"] if c["kind"] == "native"), None)
         lines.append(
             f"| {r['model']} | {ref:,.0f} | {f'{_rate(auto, big):,.0f}' if auto and _rate(auto, big) else 'not timed'} ({auto['name'][15:-1] if auto else '-'}) | {ratio(_rate(auto, big) if auto else None)} | "
-            + " | ".join(ratio(_rate(by[f"tree2mat {f}"], big)) if f"tree2mat {f}" in by else "-" for f in ("sign", "bitvector", "traverse"))
+            + " | ".join(ratio(_rate(by[f"tree2mat {f}"], big)) if f"tree2mat {f}" in by else "-" for f in ("sign", "bitvector", "hierarchical", "traverse"))
             + f" | {f'{ratio(hb_best[1])} ({hb_best[0]})' if hb_best else ('not timed' if hb else 'not installed')} | {ratio(gemm)} | "
             + dm_vs_gemm + f" | {ratio(_rate(native, big) if native else None)} |"
-            if ref else f"| {r['model']} | not measured | | | | | | | | | |"
+            if ref else f"| {r['model']} | not measured | | | | | | | | | | |"
         )
     lines += ["", "Batch 1: p50 latency, ms; and rows whose outputs (labels) differ from the library on the scoring rows.", "",
               "| workload | TreeEnsemble | auto | auto / TE | TE wrong rows (labels) | auto wrong rows (labels) | Hummingbird wrong rows (labels), per strategy |",

@@ -191,16 +191,13 @@ def inspect(
 ) -> None:
     """Summarize MODEL, or print one tree as the papers' matrices (S, t, B, bitvector, v, depth), or draw it beside them (--png)."""
     import tree2mat
-    from tree2mat.forms.auto import DEFAULT_BATCH_HINT, check_batch_hint, parse_memory
+    from tree2mat.forms.auto import check_batch_hint, parse_memory
     from tree2mat.inspect import matrices_of, summary
-
-    def auto_hint(value: int | None) -> int:
-        return DEFAULT_BATCH_HINT if value is None else check_batch_hint(value)
 
     if fmt not in FORMAT_CHOICES:
         raise OptionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
     budget = parse_memory(max_memory)
-    hint = auto_hint(batch_hint)
+    hint = check_batch_hint(batch_hint)
     if png is not None:
         _check_png(png, tree, fmt, output)
     with _libraries_to_stderr():
@@ -517,6 +514,8 @@ def _summary_text(info: dict[str, Any]) -> str:
     lines.append("forms:")
     for name, f in info["forms"].items():
         speed = f", estimated {f['estimated_us_per_row']:.3g} us per row on the CPU" if "estimated_us_per_row" in f else ""
+        if "estimated_us_per_run_of_one_row" in f:
+            speed += f" ({f['estimated_us_per_run_of_one_row']:.3g} us for a run of one row)"
         lines.append(
             f"  {name}: constants {_human(f['constant_bytes'])}, about {_human(f['bytes_per_row'])} "
             f"of runtime memory per row{speed}{'' if f['exact'] else ' (approximate)'}"

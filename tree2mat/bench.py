@@ -186,6 +186,8 @@ def bench(
             check_form(form)
     if batch_hint is not None:
         check_batch_hint(batch_hint)
+        if AUTO not in forms:
+            raise OptionError(f"--batch-hint tells --form auto which form to pick; auto is not among the forms to time ({', '.join(forms)})")
     limit = max_memory if max_memory is not None else physical_memory() // 2
     subject = load_subject(model_or_path, accept_pipeline=False)
     if isinstance(subject.model, AttentionForest):

@@ -65,7 +65,7 @@ class ConvertOptions:
             raise OptionError("--temperature and --matmul need an explicit --form (auto picks an exact float32 form)")
         if spec is not None and batch_hint is not None:
             raise OptionError(f"--batch-hint tells --form auto which form to pick; with --form {spec.name} it would change nothing")
-        hint = auto.DEFAULT_BATCH_HINT if batch_hint is None else auto.check_batch_hint(batch_hint)
+        hint = auto.check_batch_hint(batch_hint)
         if spec is not None and temperature is not None:
             if spec.exact:
                 raise OptionError(f"--temperature applies to the soft forms ({', '.join(n for n, f in FORMS.items() if not f.exact)}), not to the exact form {spec.name}")

@@ -71,13 +71,11 @@ def test_a_forest_with_leaves_first_output_as_scikit_learn():
     assert report.passed, report.summary()
 
 
-def test_block_depth_follows_the_latency_model():
-    """k is the depth with the least estimated stage time at one row; a deeper model never gets
-    fewer stages than a shallower one with the same k."""
-    model = xgb.XGBRegressor(n_estimators=10, max_depth=6).fit(XD, YD)
-    ens = tree2mat.load(model)
-    k = hierarchical.block_depth(ens)
-    assert k in hierarchical.DEPTHS
-    cost = {d: hierarchical.stages(ens, d) * (hierarchical.STAGE_US + hierarchical.PER_CELL_US * ens.n_trees * (2**d - 1)) for d in hierarchical.DEPTHS}
-    assert cost[k] == min(cost.values())
-    assert hierarchical.stages(ens, k) == -(-6 // k)
+def test_block_depth_trades_stages_against_cells():
+    """One deep tree takes the deepest blocks (fewest stages: its cells cost little); hundreds
+    of trees the shallowest (each stage's cells cost more than its operators)."""
+    one = tree2mat.load(xgb.XGBRegressor(n_estimators=1, max_depth=8).fit(XD, YD))
+    many = tree2mat.load(xgb.XGBRegressor(n_estimators=400, max_depth=6).fit(XD, YD))
+    assert hierarchical.block_depth(one) == max(hierarchical.DEPTHS)
+    assert hierarchical.block_depth(many) == min(hierarchical.DEPTHS)
+    assert hierarchical.stages(one, 4) == 2 and hierarchical.stages(many, 2) == 3

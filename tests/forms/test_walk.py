@@ -35,8 +35,11 @@ def test_padded_and_cut_walks_route_as_lightgbm(n_trees):
     onx = tree2mat.convert(model, "traverse")
     copies = traverse.replicas(n_trees, 1)
     assert copies == {67: 8, 16: 2, 5: 1}[n_trees]
-    wide = _branch_ops(onx, "else_branch")
-    assert any(n.op_type == "Slice" for n in wide) == bool(traverse.cuts(np.sort(depths)[::-1], copies))
+    padded = -(-n_trees // copies) * copies
+    cut = traverse.cuts(np.concatenate([np.sort(depths)[::-1], np.zeros(padded - n_trees, depths.dtype)]), copies)
+    assert cut  # (the premise: the walk sets trees aside)
+    set_aside = [n for n in _branch_ops(onx, "else_branch") if n.op_type == "Slice" and n.output[0].startswith("wide_done")]
+    assert len(set_aside) == len(cut)
     report = tree2mat.verify(model, onx, data=X)
     assert report.passed, report.summary()
     assert not any(n.startswith("the graph's two walks could not be forced") for n in report.notes)

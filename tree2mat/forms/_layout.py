@@ -697,8 +697,8 @@ def internal_dtype(ens: Ensemble, opts: GraphOptions) -> np.dtype:
 
 def _tree_values(g: GraphBuilder, ens: Ensemble, st: Stacked, exit: Exit, table: np.ndarray, ordered: bool, hint: str) -> tuple[str, bool]:
     """Each tree's values where the rows exit (``exit``) from ``table`` [T * L, K]
-    (:class:`Stacked`'s layout): [T, N] (one output: summed to [N]), [T, N, K], or for boosted
-    multiclass [rounds, K, N] (the flag). The trees come in the exit's order unless ``ordered``
+    (:class:`Stacked`'s layout): [T, N] (one output: summed to [N]), or (the flag: class rows)
+    [T, K, N], or for boosted multiclass [rounds, K, N]. The trees come in the exit's order unless ``ordered``
     (a sum whose rounding depends on the order) or boosted multiclass.
 
     Values are picked per tree with ``GatherElements`` on the last axis of a [T, S * K] table
@@ -720,23 +720,24 @@ def _tree_values(g: GraphBuilder, ens: Ensemble, st: Stacked, exit: Exit, table:
         vals = g.op("GatherElements", [g.const(own, f"{hint}_own"), exit.index], f"{hint}_tree_own", axis=1)
         shape = g.const(np.asarray([T // K, K, -1], np.int64), f"{hint}_rounds_shape")
         return g.op("Reshape", [in_order(vals), shape], f"{hint}_tree_rounds"), True
-    flat = g.const(slotted.reshape(T, -1), hint)
     if K == 1:  # [T, N], summed to [N]
-        vals = g.op("GatherElements", [flat, exit.index], f"{hint}_tree", axis=1)
+        vals = g.op("GatherElements", [g.const(slotted.reshape(T, -1), hint), exit.index], f"{hint}_tree", axis=1)
         return (in_order(vals) if ordered else vals), False
-    # (the index into each tree's K values per slot is the same for every table: one, shared)
-    leaf3 = g.unsqueeze(exit.index, [2], "leaf_3d")
-    it = exit.index_dtype
-    idx = g.op("Add", [g.op("Mul", [leaf3, g.const(it.type(K), "n_outputs")], "leaf_k"), g.const(np.arange(K, dtype=it), "output_k")], "value_index")
-    flat_index = g.op("Reshape", [idx, g.const(np.asarray([0, -1], np.int64), "value_index_shape")], "value_index_flat")
-    picked = g.op("GatherElements", [flat, flat_index], f"{hint}_tree_flat", axis=1)
-    picked = in_order(picked) if ordered else picked
-    return g.op("Reshape", [picked, g.const(np.asarray([0, -1, K], np.int64), f"{hint}_tree_shape")], f"{hint}_tree"), False
+    # Each output's values gathered on their own ([T, N] each, the fast layout), stacked as
+    # [T, K, N] (class rows): an index leaf K + k over [T, N, K] costs a Mul and an Add that
+    # broadcast over the short last axis, measured (onnxruntime 1.31, 2 threads) at 38 % of a
+    # binary random forest's run.
+    per_output = [
+        g.unsqueeze(g.op("GatherElements", [g.const(np.ascontiguousarray(slotted[:, :, k]), f"{hint}_{k}"), exit.index], f"{hint}_output{k}", axis=1), [1], f"{hint}_output{k}_row")
+        for k in range(K)
+    ]
+    vals = g.op("Concat", per_output, f"{hint}_tree", axis=1)
+    return (in_order(vals) if ordered else vals), True
 
 
 def _reduce_trees(g: GraphBuilder, vals: str, class_rows: bool, hint: str) -> str:
-    """Per-tree outputs ([T, N], [T, N, K], or [rounds, K, N]) summed over the trees: [N] or
-    [N, K]."""
+    """Per-tree outputs ([T, N], [T, N, K], or with ``class_rows`` [T, K, N] or [rounds, K, N])
+    summed over the trees: [N] or [N, K]."""
     total = g.reduce_sum(vals, [0], keepdims=False, hint=hint)
     return g.op("Transpose", [total], f"{hint}_rows", perm=[1, 0]) if class_rows else total
 

@@ -48,7 +48,7 @@ class FormSpec:
     us_per_row: Callable[[Ensemble], float] | None = None
     #: Estimated CPU time of one run of one row, microseconds (the operators' overhead, which a
     #: large batch spreads over its rows): ``--batch-hint`` weighs it (a run of b rows: ``call_us
-    #: + (b - 1) us_per_row``). None: counted as 0.
+    #: + (b - 1) us_per_row``). None: ``us_per_row`` (no overhead known: as at any batch).
     call_us: Callable[[Ensemble], float] | None = None
     #: Element types its path-matching MatMul can run in (``--matmul``); exact forms only.
     matmul: tuple[str, ...] = ("float32",)

@@ -15,10 +15,9 @@ Auto picks the fastest candidate whose constants and intermediates for BUDGET_RO
 budget, for runs of ``--batch-hint`` rows (default BUDGET_ROWS): a run of b rows is estimated at
 ``call_us + (b - 1) * us_per_row``, ``call_us`` being one row's run (the operators' overhead,
 fitted to batch-1 latencies). At one row the matrix forms' few operators can beat the walk's
-many (LightGBM's 31-leaf trees); at 10 000 rows the walk wins nearly everywhere. On the CPU the walk is the fastest form on every model measured (3 to 30 times the
-matrix forms, whose constants overestimate their current layout), and its memory is the
-smallest, so auto picks ``traverse`` nearly always; the matrix forms matter where it does not
-fit. The constants are the CPU's (no GPU was available to fit CUDA ones): the choice is the
+many (LightGBM's 31-leaf trees); at 10 000 rows the walk wins nearly everywhere. In runs of 10 000 rows the walk measured fastest on every model (3 to 30 times the
+matrix forms), and its memory is the smallest, so auto picks ``traverse`` nearly always there;
+the matrix forms matter where it does not fit, and at a few rows. The constants are the CPU's (no GPU was available to fit CUDA ones): the choice is the
 same on every device.
 """
 
@@ -66,15 +65,20 @@ def estimate(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY
     constants = spec.constant_bytes(ens)
     memory = constants + spec.bytes_per_row(ens) * BUDGET_ROWS
     fits = memory <= max_memory and constants <= spec.constant_limit()
+    batch_hint = check_batch_hint(batch_hint)
     us = float("nan")
     if spec.us_per_row is not None:
-        call = spec.call_us(ens) if spec.call_us is not None else 0.0
-        us = (call + (batch_hint - 1) * spec.us_per_row(ens)) / batch_hint
+        per_row = spec.us_per_row(ens)
+        call = spec.call_us(ens) if spec.call_us is not None else per_row  # (no latency model: as at any batch)
+        us = (call + (batch_hint - 1) * per_row) / batch_hint
     return Estimate(spec.name, us, memory, fits)
 
 
-def check_batch_hint(batch_hint: int) -> int:
-    """``batch_hint`` if it is a whole number of rows >= 1; else an OptionError."""
+def check_batch_hint(batch_hint: int | None) -> int:
+    """``batch_hint`` if it is a whole number of rows >= 1 (None: DEFAULT_BATCH_HINT); else an
+    OptionError."""
+    if batch_hint is None:
+        return DEFAULT_BATCH_HINT
     if isinstance(batch_hint, bool) or not isinstance(batch_hint, (int, np.integer)) or batch_hint < 1:
         raise OptionError(f"--batch-hint must be a whole number of rows >= 1, got {batch_hint!r}")
     return int(batch_hint)

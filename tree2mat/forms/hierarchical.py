@@ -31,7 +31,6 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms import _exact, _layout, traverse
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
@@ -58,14 +57,17 @@ def template(k: int) -> np.ndarray:
 @dataclass(frozen=True)
 class Blocks:
     """The block tables of all trees (the node table's trees, deepest first). Rows 0..B-1 are
-    blocks; row B + t P + p the leaf at node p of tree t (its own block, tests that never hold).
-    ``column`` [R, K] and ``threshold`` [R, K]: the tests in heap order; ``after`` [R, 2^k]: the
-    row each exit leads to; ``roots`` [T]: each tree's first block; ``stages``: ceil(D / k)."""
+    blocks; row B + j the j-th leaf of the node table (row-major), a block of its own whose
+    tests never hold. ``column`` [R, K] and ``threshold`` [R, K]: the tests in heap order;
+    ``after`` [R, 2^k]: the row each exit leads to; ``leaf_node`` [R - B]: each leaf row's node
+    in its tree's row of the node table; ``roots`` [T]: each tree's first row; ``stages``:
+    ceil(D / k)."""
 
     k: int
-    column: np.ndarray  # int64 [R, K]
+    column: np.ndarray  # int32 [R, K]
     threshold: np.ndarray  # compare dtype [R, K]
     after: np.ndarray  # int64 [R, 2^k]
+    leaf_node: np.ndarray  # int64 [R - B]
     roots: np.ndarray  # int64 [T]
     n_blocks: int  # B
     stages: int
@@ -75,20 +77,19 @@ def blocks(tab: traverse.NodeTable, k: int) -> Blocks:
     """The node table ``tab`` cut into blocks of depth ``k`` (see :class:`Blocks`)."""
     T, P = tab.column.shape
     K = 2**k - 1
-    never_column = int(tab.column[tab.leaf >= 0][0])
-    never_threshold = tab.threshold[tab.leaf >= 0][0]
+    never_column, never_threshold = tab.never
+    trees, nodes = np.nonzero(tab.leaf >= 0)  # the leaves, row-major: leaf row B + j
+    leaf_index = {(int(t), int(p)): j for j, (t, p) in enumerate(zip(trees, nodes))}
     # (tree, root node) of each block, in order: the trees' roots first (a tree of one leaf
     # needs no block), then the blocks below, as the blocks above reach them.
     B_rows: list[tuple[int, int]] = [(t, 0) for t in range(T) if tab.leaf[t, 0] < 0]
     index = {r: i for i, r in enumerate(B_rows)}
-    column = []
-    threshold = []
-    after = []
+    column, threshold, after = [], [], []
     i = 0
     while i < len(B_rows):
         t, root = B_rows[i]
         i += 1
-        col = np.full(K, never_column, np.int64)
+        col = np.full(K, never_column, np.int32)
         thr = np.full(K, never_threshold, tab.threshold.dtype)
         heap = [root] + [-1] * (2 * K)
         for j in range(K):
@@ -101,7 +102,7 @@ def blocks(tab: traverse.NodeTable, k: int) -> Blocks:
         out = []
         for node in heap[K:]:
             if tab.leaf[t, node] >= 0:
-                out.append(-1 - (t * P + node))  # a leaf: resolved below
+                out.append(-1 - leaf_index[(t, node)])  # a leaf row: B + j, once B is known
             else:
                 if (t, node) not in index:
                     index[(t, node)] = len(B_rows)
@@ -110,29 +111,27 @@ def blocks(tab: traverse.NodeTable, k: int) -> Blocks:
         column.append(col)
         threshold.append(thr)
         after.append(out)
-    B = len(B_rows)
-    if (B + T * P) * (K + 1) > 2**31 - 1:
-        raise UnsupportedModelError(f"the hierarchical form's block tables would hold {(B + T * P) * (K + 1)} cells, past int32's range; use --form traverse")
+    B, n_leaves = len(B_rows), trees.size
     after_a = np.asarray(after, np.int64).reshape(B, K + 1)
     after_a = np.where(after_a < 0, B + (-1 - after_a), after_a)
-    leaf_rows = B + np.arange(T * P, dtype=np.int64)
-    roots = np.asarray([index[(t, 0)] if (t, 0) in index else B + t * P for t in range(T)], np.int64)
-    depth = int(tab.depth[0]) if T else 1
+    leaf_rows = B + np.arange(n_leaves, dtype=np.int64)
+    roots = np.asarray([index[(t, 0)] if (t, 0) in index else B + leaf_index[(t, 0)] for t in range(T)], np.int64)
     return Blocks(
         k,
-        np.concatenate([np.asarray(column, np.int64).reshape(B, K), np.full((T * P, K), never_column, np.int64)]),
-        np.concatenate([np.asarray(threshold, tab.threshold.dtype).reshape(B, K), np.full((T * P, K), never_threshold, tab.threshold.dtype)]),
+        np.concatenate([np.asarray(column, np.int32).reshape(B, K), np.full((n_leaves, K), never_column, np.int32)]),
+        np.concatenate([np.asarray(threshold, tab.threshold.dtype).reshape(B, K), np.full((n_leaves, K), never_threshold, tab.threshold.dtype)]),
         np.concatenate([after_a, np.repeat(leaf_rows[:, None], K + 1, axis=1)]),
-        roots, B, max(1, -(-depth // k)),
+        nodes.astype(np.int64), roots, B, max(1, -(-int(tab.depth[0]) // k)),
     )
 
 
 #: Block depths the form may use; :func:`block_depth` picks one by the cost per stage.
 DEPTHS = (2, 3, 4)
-#: Latency model at one row (microseconds; fitted to suite.py's seven workloads at batch 1,
-#: within 45 %; benchmarks/RESULTS.md, issue 22): the run's operators around the stages
-#: (traverse's), per stage, and per test cell of a stage (trees x (2^k - 1)).
-CALL_US, STAGE_US, PER_CELL_US = 13.6, 5.6, 0.015
+#: Latency model at one row (microseconds): the run's operators around the stages (traverse's),
+#: per stage, and per test cell of a stage (trees x (2^k - 1)). Fitted to suite.py's seven
+#: workloads at batch 1 (benchmarks/suite.json: p50 over traverse's in the same run, times
+#: traverse's latency model), within 32 %; benchmarks/RESULTS.md, issue 22.
+CALL_US, STAGE_US, PER_CELL_US = 13.6, 15.0, 0.026
 #: Cost model per row (microseconds per stage and tree; the same runs at 10 000 rows: 0.022 to
 #: 0.034 on the seven workloads, whatever k).
 PER_STAGE_TREE_US = 0.027
@@ -160,8 +159,7 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     after = g.const(bl.after.reshape(-1), "block_after")
     q = g.const(template(bl.k), "block_template")  # [2^k, K]
     width = g.const(np.int64(K + 1), "block_exits")
-    rows = g.op("Shape", [xa], "batch_rows", start=0, end=1) if g.opset >= 15 else g.op(
-        "Slice", [g.op("Shape", [xa], "x_shape"), *(g.const(np.asarray([v], np.int64), f"batch_rows_{n}") for n, v in (("start", 0), ("stop", 1)))], "batch_rows")
+    rows = traverse.batch_rows(g, xa)
     flat_shape = g.op("Concat", [rows, g.const(np.asarray([T * K], np.int64), "block_cells")], "block_flat_shape", axis=0)
     cube = g.const(np.asarray([0, T, K], np.int64), "block_cube")
     here = g.op("Expand", [g.const(bl.roots[None, :], "block_roots"), g.op("Concat", [rows, g.const(np.asarray([T], np.int64), "block_trees")], "block_grid", axis=0)], "block0")
@@ -175,8 +173,9 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
         scores = g.reduce_sum(g.op("Mul", [bits, q], f"block{s}_products"), [3], False, f"block{s}_scores")
         exit_ = g.op("ArgMax", [scores], f"block{s}_exit", axis=2, keepdims=0)
         here = g.op("Gather", [after, g.op("Add", [g.op("Mul", [here, width], f"block{s}_base"), exit_], f"block{s}_at")], f"block{s + 1}", axis=0)
-    start = bl.n_blocks + (np.arange(T, dtype=np.int64) * P)[None, :]
-    node = g.op("Sub", [here, g.const(start, "block_leaf_start")], "block_exit_node")
+    # (every row ends at a leaf row B + j, j < the leaves: the node of leaf j in its tree)
+    leaf = g.op("Sub", [here, g.const(np.int64(bl.n_blocks), "block_leaf_rows")], "block_exit_leaf")
+    node = g.op("Gather", [g.const(bl.leaf_node, "block_leaf_node"), leaf], "block_exit_node", axis=0)
     return _layout.Exit(g.op("Transpose", [node], "exit_node_sorted", perm=[1, 0]), tab.order, tab.leaf, np.dtype(np.int64))
 
 
@@ -193,27 +192,20 @@ def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
     )
 
 
-def _rows_of_blocks(ens: Ensemble) -> tuple[int, int]:
-    """An upper bound on the block tables' rows (blocks: at most one per internal node; a row per
-    node of the node table), and K + 1."""
-    T, I, _ = _layout.padded_sizes(ens)
-    k = block_depth(ens)
-    return sum(t.n_internal for t in ens.trees) + T * (2 * I + 1), 2**k
-
-
 def constant_bytes(ens: Ensemble) -> int:
-    """The block tables (column and after int64, threshold up to 8 bytes per cell) and the leaf
+    """The block tables: a row per block (at most one per internal node) and per leaf, 2^k
+    cells a row (column int32, threshold up to 8 bytes, after int64; a bound), and the leaf
     values per node (up to four float32 digits, or float64)."""
-    rows, width = _rows_of_blocks(ens)
     T, I, _ = _layout.padded_sizes(ens)
-    return rows * width * 24 + T * (2 * I + 1) * ens.n_outputs * 16
+    rows = sum(t.n_internal + t.n_leaves for t in ens.trees)
+    return rows * 2 ** block_depth(ens) * 20 + T * (2 * I + 1) * ens.n_outputs * 16
 
 
 def bytes_per_row(ens: Ensemble) -> int:
-    """Per tree, a stage's cells (columns, values, thresholds, tests, bits: 2^k - 1 each) and
-    scores (2^k), the exit; the augmented input."""
+    """Per tree, a stage's cells (columns, values, thresholds, tests, bits: 2^k - 1 each), their
+    products with the template (2^k (2^k - 1)) and scores (2^k), the exit; the augmented input."""
     k = block_depth(ens)
-    return ens.n_trees * ((2**k - 1) * 32 + 2**k * 4 + 48) + _layout.input_bytes_per_row(ens)
+    return ens.n_trees * ((2**k - 1) * 32 + 2**k * (2**k - 1) * 4 + 2**k * 4 + 48) + _layout.input_bytes_per_row(ens)
 
 
 def us_per_row(ens: Ensemble) -> float:

@@ -42,6 +42,12 @@ class NodeTable:
     depth: np.ndarray  # int64 [T]: each row's tree depth (non-increasing)
     width: int  # the augmented input's columns
 
+    @property
+    def never(self) -> tuple[int, np.generic]:
+        """The column and threshold of a test that never holds (a leaf's)."""
+        at = np.argwhere(self.leaf >= 0)[0]
+        return int(self.column[tuple(at)]), self.threshold[tuple(at)]
+
 
 def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
     """Each node's test (:func:`_layout.node_tests`) at its breadth-first place; a swap node's
@@ -144,11 +150,13 @@ def flat_rows(n_trees: int, width: int) -> int:
 
 @dataclass
 class _Tables:
-    """Names of the node table's three [T, P] constants."""
+    """Names of the node table's three [T, P] constants, and of ``first`` as global ids
+    (t P + first: both walks read it)."""
 
     column: str
     threshold: str
     first: str
+    global_first: str
 
 
 def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit | _layout.Walks:
@@ -162,10 +170,15 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     xa = _layout.augmented_input(g, ens, st, x, tab.blocks)
     if tab.depth[0] <= 1:
         return _layout.Exit(_root_level(g, tab, xa)[1], tab.order, tab.leaf, INDEX_DTYPE)
-    tables = _Tables(g.const(tab.column, "node_column"), g.const(tab.threshold, "node_threshold"), g.const(tab.first, "node_first"))
+    T, P = tab.column.shape
+    if -(-T // MAX_REPLICAS) * MAX_REPLICAS * P > 2**31 - 1:  # (the walks' ids are int32; the wide walk pads the trees)
+        raise UnsupportedModelError(f"the node table has {T * P} nodes, past int32's range; train with fewer trees or leaves")
+    first = g.const(tab.first, "node_first")
+    start = g.const((np.arange(T, dtype=np.int32) * P)[:, None], "tree_start")
+    tables = _Tables(g.const(tab.column, "node_column"), g.const(tab.threshold, "node_threshold"), first, g.op("Add", [first, start], "node_first_global"))
     most = flat_rows(st.n_trees, tab.width)
     limit = g.const(np.asarray([most], np.int64), "flat_rows")
-    rows = _rows_of(g, xa)
+    rows = batch_rows(g, xa)
     small = g.op("LessOrEqual", [rows, limit], "flat_batch")
     return _layout.Walks(
         small, limit, most, flat_rows_max(tab.width),
@@ -184,7 +197,7 @@ def _root_level(g: GraphBuilder, tab: NodeTable, xa: str) -> tuple[str, str]:
     return columns, g.op("Add", [step, g.const(tab.first[:, :1], "root_first")], "node1")
 
 
-def _rows_of(g: GraphBuilder, x: str) -> str:
+def batch_rows(g: GraphBuilder, x: str) -> str:
     """[1] int64: the rows of ``x`` [N, C] (Shape's ``start``/``end`` from opset 15 on)."""
     if g.opset >= 15:
         return g.op("Shape", [x], "batch_rows", start=0, end=1)
@@ -203,10 +216,8 @@ def _walk_wide(g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, rows: 
     int32 = onnx.TensorProto.INT32
     T, P = tab.column.shape
     row_bytes = P * (4 + 4 + tab.threshold.dtype.itemsize)
-    S = replicas(T, T * row_bytes)
+    S = replicas(T, (T + MAX_REPLICAS) * row_bytes)
     Tp = -(-T // S) * S
-    if Tp * P > 2**31 - 1:
-        raise UnsupportedModelError(f"the node table has {Tp * P} nodes, past int32's range; train with fewer trees or leaves")
     start = (np.arange(Tp, dtype=np.int32) * P)[None, :]
     copies = g.const(np.asarray([S, 1], np.int64), "table_copies")
 
@@ -214,13 +225,12 @@ def _walk_wide(g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, rows: 
         padded = g.op("Concat", [table, g.const(pad, f"pad_{hint}")], f"padded_{hint}", axis=0) if Tp > T else table
         return g.op("Tile", [g.op("Reshape", [padded, g.const(np.asarray([1, -1], np.int64), "one_row")], f"flat_{hint}"), copies], f"wide_{hint}")
 
-    never_column = int(tab.column[tab.leaf >= 0][0])  # (a leaf's test, which never holds)
+    never_column, never_threshold = tab.never
     pad = (Tp - T, P)
     column = flat(tables.column, np.full(pad, never_column, np.int32), "column")
-    threshold = flat(tables.threshold, np.full(pad, _layout.NEVER[1], tab.threshold.dtype), "threshold")
-    # (global ids: first + t P; a padding tree's nodes point at its root, which points at itself)
-    global_first = g.op("Add", [tables.first, g.const(start[0, :T, None], "tree_start_col")], "node_first_global")
-    first = flat(global_first, np.repeat(start[0, T:, None], P, axis=1), "first")
+    threshold = flat(tables.threshold, np.full(pad, never_threshold, tab.threshold.dtype), "threshold")
+    # (a padding tree's nodes point at its root, which points at itself)
+    first = flat(tables.global_first, np.repeat(start[0, T:, None], P, axis=1), "first")
 
     grid = b.const(np.asarray([S, -1], np.int64), "wide_grid")
     rows_of = {}
@@ -234,7 +244,7 @@ def _walk_wide(g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, rows: 
     # element by element: 3 times as long), thresholds and first broadcast.
     roots = np.concatenate([tab.column[:, 0], np.full(Tp - T, never_column, np.int32)])[None, :]
     xv = b.op("GatherElements", [xa, b.op("Expand", [b.const(roots, "wide_root_column"), by_rows(Tp)], "wide_col0")], "wide_xv0", axis=1)
-    root_thr = np.concatenate([tab.threshold[:, 0], np.full(Tp - T, _layout.NEVER[1], tab.threshold.dtype)])[None, :]
+    root_thr = np.concatenate([tab.threshold[:, 0], np.full(Tp - T, never_threshold, tab.threshold.dtype)])[None, :]
     root_first = start + np.concatenate([tab.first[:, 0], np.zeros(Tp - T, np.int32)])[None, :]
     right = b.op("Greater", [xv, b.const(root_thr, "wide_root_threshold")], "wide_right0")
     cur = b.op("Add", [b.op("Cast", [right], "wide_step0", to=int32), b.const(root_first, "wide_root_first")], "wide_node1")
@@ -277,7 +287,7 @@ def _walk_flat(
     flat = g.const(np.asarray([-1], np.int64), "flat_shape")
     tree_start = g.const((np.arange(T, dtype=np.int32) * P)[:, None], "tree_start")
     column, threshold = (g.op("Reshape", [t, flat], f"{t}_flat") for t in (tables.column, tables.threshold))
-    first = g.op("Reshape", [g.op("Add", [tables.first, tree_start], "node_first_global"), flat], "node_first_flat")
+    first = g.op("Reshape", [tables.global_first, flat], "node_first_flat")
     # Row r's offset r C, per tree: [T, N] (counted along the rows: the augmented input is
     # NaN-free, so a value equals itself; tract 0.23 evaluates no Range or Slice of a Shape
     # inside an If).
@@ -327,12 +337,13 @@ def _slice(g: GraphBuilder, x: str, start: int, stop: int, axis: int, hint: str)
 
 def constant_bytes(ens: Ensemble) -> int:
     """The node table (column and first per node, threshold up to 8 bytes) over the widest
-    tree's 2 I + 1 nodes, the flat walk's copy of it (a runtime folds the reshaped tables), the
-    wide walk's copies (:func:`replicas`: at most REPLICA_BYTES, or one), and the leaf values per
-    node (up to four float32 digits, or float64)."""
+    tree's 2 I + 1 nodes and what runtimes fold from it once (``first`` as global ids, the flat
+    walk's reshaped tables, the wide walk's padded ones: a table each, a bound), the wide walk's
+    copies (:func:`replicas`: at most REPLICA_BYTES, or one), and the leaf values per node (up to
+    four float32 digits, or float64)."""
     T, I, L = _layout.padded_sizes(ens)
-    table = T * (2 * I + 1) * (4 + 4 + 8)
-    return 2 * table + max(table, min(MAX_REPLICAS * table, REPLICA_BYTES)) + T * (2 * I + 1) * ens.n_outputs * 16
+    table = (T + MAX_REPLICAS) * (2 * I + 1) * (4 + 4 + 8)
+    return 4 * table + max(table, min(MAX_REPLICAS * table, REPLICA_BYTES)) + T * (2 * I + 1) * ens.n_outputs * 16
 
 
 def bytes_per_row(ens: Ensemble) -> int:
