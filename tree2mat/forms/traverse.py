@@ -150,12 +150,13 @@ def flat_rows(n_trees: int, width: int) -> int:
 
 @dataclass
 class _Tables:
-    """Names of the node table's three [T, P] constants, and of ``first`` as global ids
-    (t P + first: both walks read it)."""
+    """Names of the node table's three [T, P] constants, of each tree's start t P ([T, 1]) and
+    of ``first`` as global ids (t P + first): both walks read them."""
 
     column: str
     threshold: str
     first: str
+    tree_start: str
     global_first: str
 
 
@@ -175,7 +176,7 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
         raise UnsupportedModelError(f"the node table has {T * P} nodes, past int32's range; train with fewer trees or leaves")
     first = g.const(tab.first, "node_first")
     start = g.const((np.arange(T, dtype=np.int32) * P)[:, None], "tree_start")
-    tables = _Tables(g.const(tab.column, "node_column"), g.const(tab.threshold, "node_threshold"), first, g.op("Add", [first, start], "node_first_global"))
+    tables = _Tables(g.const(tab.column, "node_column"), g.const(tab.threshold, "node_threshold"), first, start, g.op("Add", [first, start], "node_first_global"))
     most = flat_rows(st.n_trees, tab.width)
     limit = g.const(np.asarray([most], np.int64), "flat_rows")
     rows = batch_rows(g, xa)
@@ -285,7 +286,7 @@ def _walk_flat(
     width = tab.width
     columns, cur = _root_level(b, tab, xa)
     flat = g.const(np.asarray([-1], np.int64), "flat_shape")
-    tree_start = g.const((np.arange(T, dtype=np.int32) * P)[:, None], "tree_start")
+    tree_start = tables.tree_start
     column, threshold = (g.op("Reshape", [t, flat], f"{t}_flat") for t in (tables.column, tables.threshold))
     first = g.op("Reshape", [tables.global_first, flat], "node_first_flat")
     # Row r's offset r C, per tree: [T, N] (counted along the rows: the augmented input is
