@@ -60,8 +60,7 @@ class Blocks:
     blocks; row B + j the j-th leaf of the node table (row-major), a block of its own whose
     tests never hold. ``column`` [R, K] and ``threshold`` [R, K]: the tests in heap order;
     ``after`` [R, 2^k]: the row each exit leads to; ``leaf_node`` [R - B]: each leaf row's node
-    in its tree's row of the node table; ``roots`` [T]: each tree's first row; ``stages``:
-    ceil(D / k)."""
+    in its tree's row of the node table; ``roots`` [T]: each tree's first row."""
 
     k: int
     column: np.ndarray  # int32 [R, K]
@@ -70,7 +69,6 @@ class Blocks:
     leaf_node: np.ndarray  # int64 [R - B]
     roots: np.ndarray  # int64 [T]
     n_blocks: int  # B
-    stages: int
 
 
 def blocks(tab: traverse.NodeTable, k: int) -> Blocks:
@@ -121,7 +119,7 @@ def blocks(tab: traverse.NodeTable, k: int) -> Blocks:
         np.concatenate([np.asarray(column, np.int32).reshape(B, K), np.full((n_leaves, K), never_column, np.int32)]),
         np.concatenate([np.asarray(threshold, tab.threshold.dtype).reshape(B, K), np.full((n_leaves, K), never_threshold, tab.threshold.dtype)]),
         np.concatenate([after_a, np.repeat(leaf_rows[:, None], K + 1, axis=1)]),
-        nodes.astype(np.int64), roots, B, max(1, -(-int(tab.depth[0]) // k)),
+        nodes.astype(np.int64), roots, B,
     )
 
 
@@ -163,7 +161,7 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     flat_shape = g.op("Concat", [rows, g.const(np.asarray([T * K], np.int64), "block_cells")], "block_flat_shape", axis=0)
     cube = g.const(np.asarray([0, T, K], np.int64), "block_cube")
     here = g.op("Expand", [g.const(bl.roots[None, :], "block_roots"), g.op("Concat", [rows, g.const(np.asarray([T], np.int64), "block_trees")], "block_grid", axis=0)], "block0")
-    for s in range(bl.stages):
+    for s in range(stages(ens, bl.k)):
         cols = g.op("Reshape", [g.op("Gather", [column, here], f"block{s}_columns", axis=0), flat_shape], f"block{s}_columns_flat")
         values = g.op("Reshape", [g.op("GatherElements", [xa, cols], f"block{s}_values_flat", axis=1), cube], f"block{s}_values")
         holds = g.op("Greater", [values, g.op("Gather", [threshold, here], f"block{s}_thresholds", axis=0)], f"block{s}_tests")
