@@ -8,8 +8,10 @@ per-batch latency percentiles (onnxruntime with ``threads`` intra-op threads; th
 their own defaults), plus conversion time, graph size, peak memory and how many of the rows give
 outputs that differ from the library's (labels exactly; values as ``verify`` compares).
 
-``device="cuda"`` runs tree2mat's and Hummingbird's graphs on onnxruntime's CUDA provider alone
-(no CPU fallback); the TreeEnsemble graph has no CUDA kernel and always runs on the CPU.
+``device="cuda"`` runs tree2mat's and Hummingbird's graphs on onnxruntime's CUDA provider; a graph
+with a node that touches rows on the CPU is not timed (onnxruntime's shape arithmetic, a few
+int64s it keeps on the CPU on purpose, aside). The TreeEnsemble graph has no CUDA kernel and
+always runs on the CPU.
 
 A tree2mat form is timed only at the batch sizes whose estimated memory (its constants plus its
 intermediates per row, as ``--form auto`` estimates them) fits ``max_memory``; the others are
@@ -43,6 +45,7 @@ from tree2mat.errors import DataError, OptionError, UnsupportedModelError
 from tree2mat.forms import AUTO, FORMS, check_form
 from tree2mat.forms.auto import check_batch_hint
 from tree2mat.ir.core import Ensemble, Task
+from tree2mat.runtimes import cuda_cpu_nodes
 from tree2mat.verify import DEFAULT_RTOL, default_atol, devices_for, differing_rows, load_subject, synthesize
 
 #: Timed runs at batch 1 at least (single rows are quick and noisy).
@@ -224,6 +227,10 @@ def bench(
         c = Contender(f"tree2mat {form}" + (f" ({picked})" if form == AUTO else ""), "tree2mat", convert_s, onx.ByteSize(), device=device)
         fits, c.note = _within(batches, spec.constant_bytes(ens), spec.bytes_per_row(ens), limit)
         run = _ort_runner(peers.session(onx, threads, device))
+        if left := _left_on_cpu(onx, X, device):
+            c.note = left
+            contenders.append(c)
+            continue
         chunk = max(fits) if fits else max(1, (limit - spec.constant_bytes(ens)) // max(1, spec.bytes_per_row(ens)))
         if expected is not None:
             c.mismatched_rows, c.mismatched_labels = _mismatched(_chunked(run, X, chunk), expected, ens)
@@ -361,6 +368,16 @@ def _peer(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batches: tu
     return c
 
 
+def _left_on_cpu(onx: Any, X: np.ndarray, device: str, sizes: tuple[int, ...] | None = None) -> str | None:
+    """On CUDA, a note naming the graph's nodes that onnxruntime ran on the CPU with row data
+    (its own shape arithmetic aside; run on the first ``sizes`` rows, by default both of
+    traverse's walks), so that no CPU work is timed as the GPU's; else None."""
+    if device != "cuda":
+        return None
+    left = cuda_cpu_nodes(onx, X, sizes)
+    return f"not timed: on CUDA, {len(left)} nodes ran on the CPU with row data ({', '.join(left[:6])})" if left else None
+
+
 def _time_graph(c: Contender, onx: Any, sess: Any, ens: Ensemble, X: np.ndarray, expected: Any, batches: tuple[int, ...],
                 repeat: int, threads: int | None, device: str) -> None:
     """A peer graph's mismatches, timings and peak memory, into ``c``."""
@@ -437,7 +454,13 @@ def _hummingbird(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batc
         spec = FORMS["bitvector" if strategy == "gemm" else "traverse"]
         per_row = spec.bytes_per_row(ens) * (1 if strategy == "gemm" else 2)
         fits, c.note = _within(batches, c.file_bytes, per_row, limit)
-        if fits:
+        try:
+            left = _left_on_cpu(onx, X, device, (max(fits),)) if fits else None
+        except Exception as exc:  # a graph the CUDA provider cannot run: say so, time the rest
+            left = f"not timed: onnxruntime cannot run it on CUDA: {peers.one_line(exc)}"
+        if left:
+            c.note = left
+        elif fits:
             _time_graph(c, onx, sess, ens, X, expected, fits, repeat, threads, device)
     return out
 

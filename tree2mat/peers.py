@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 
 from tree2mat.frontends import FRONTENDS
+from tree2mat.runtimes import ort_session
 
 #: Opsets asked of the peers. onnxmltools 1.16 takes one number and refuses more than 15 ("target_opset
 #: 17 is higher than the number of the installed onnx package or the converter support (15)") and
@@ -153,10 +154,11 @@ def hummingbird_convert(model: Any, X: np.ndarray, strategy: str) -> onnx.ModelP
 
 
 def session(onx: onnx.ModelProto, threads: int | None = None, device: str = "cpu", arena: bool = True) -> Any:
-    """An onnxruntime session of a graph on ``device`` (``cuda``: the CUDA provider alone, no
-    node may fall back to the CPU), ``threads`` intra-op threads (None: onnxruntime's default),
-    warnings silenced (onnxmltools declares the label [1], which gives one per run).
-    ``arena=False``: no CPU memory arena, so memory goes back when a run ends (to measure it)."""
+    """An onnxruntime session of a graph on ``device`` (``cuda``: the CUDA provider first, the CPU
+    for what it leaves, which :func:`tree2mat.runtimes.cuda_cpu_nodes` names), ``threads``
+    intra-op threads (None: onnxruntime's default), warnings silenced (onnxmltools declares the
+    label [1], which gives one per run). ``arena=False``: no CPU memory arena, so memory goes
+    back when a run ends (to measure it)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -164,11 +166,7 @@ def session(onx: onnx.ModelProto, threads: int | None = None, device: str = "cpu
     opts.enable_cpu_mem_arena = arena
     if threads:
         opts.intra_op_num_threads = threads
-    providers = ["CPUExecutionProvider"]
-    if device == "cuda":
-        opts.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-        providers = ["CUDAExecutionProvider"]
-    return ort.InferenceSession(onx.SerializeToString(), opts, providers=providers)
+    return ort_session(onx, opts, device)
 
 
 def outputs(sess: Any, X: np.ndarray, classifier: bool) -> dict[str, np.ndarray]:

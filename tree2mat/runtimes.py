@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -74,19 +75,76 @@ def _failed(runtime: str, what: str, exc: BaseException) -> VerificationError:
 # ------------------------------------------------------------------------------- onnxruntime
 
 
+def ort_session(model: onnx.ModelProto, opts: object, device: str = "cpu") -> Any:
+    """An onnxruntime session of ``model`` on ``device``'s providers (``PROVIDERS``), by file
+    when the graph needs external data (over 2 GiB)."""
+    import onnxruntime as ort
+
+    if not needs_external_data(model):
+        return ort.InferenceSession(model.SerializeToString(), opts, providers=PROVIDERS[device])
+    with tempfile.TemporaryDirectory(prefix="tree2mat-") as tmp:
+        path = Path(tmp) / "graph.onnx"
+        write_external(model, path, "graph.onnx.data")
+        return ort.InferenceSession(str(path), opts, providers=PROVIDERS[device])
+
+
+#: Operators whose output is as large as a shape they are given: never shape arithmetic.
+_SIZED_BY_INPUT = frozenset({"ConstantOfShape", "Expand", "Tile", "Range", "RandomNormal", "RandomUniform"})
+
+
+def shape_nodes(graph: onnx.GraphProto, known: frozenset[str] = frozenset()) -> set[str]:
+    """The names of the nodes of ``graph`` (and of its subgraphs) that compute shapes alone:
+    ``Shape`` and ``Size``, and every other node (but those in ``_SIZED_BY_INPUT``) whose inputs
+    are all constants or such nodes' outputs. onnxruntime's CUDA provider leaves these few int64s
+    to the CPU on purpose, where the kernels that take a shape read it. ``known``: names of the
+    enclosing graph's constants and shapes."""
+    shapes = set(known) | {t.name for t in graph.initializer} | {""}
+    names: set[str] = set()
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
+                names |= shape_nodes(sub, frozenset(shapes))
+        only_shapes = node.op_type not in _SIZED_BY_INPUT and not any(a.type == onnx.AttributeProto.GRAPH for a in node.attribute)
+        if node.op_type in ("Shape", "Size", "Constant") or (only_shapes and all(i in shapes for i in node.input)):
+            names.add(node.name)
+            shapes.update(node.output)
+    return names
+
+
+def cuda_cpu_nodes(model: onnx.ModelProto, X: np.ndarray, sizes: Sequence[int] | None = None) -> list[str]:
+    """``"Op name"`` of each node of ``model`` that onnxruntime's CUDA provider left to the CPU
+    and that is not shape arithmetic (:func:`shape_nodes`): row data on the host. Read from the
+    profile of a session (CUDA first, the CPU for the rest) run on the first ``sizes`` rows of
+    ``X`` (default one row and ``FLAT_ELEMENTS + 1``, so that both branches of traverse's ``If``
+    run). Empty: every kernel that touches rows ran on CUDA."""
+    from tree2mat.forms.traverse import FLAT_ELEMENTS
+
+    batches = [X[:n] for n in (sizes or (1, FLAT_ELEMENTS + 1))]
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.enable_profiling = True
+    with tempfile.TemporaryDirectory(prefix="tree2mat-") as tmp:
+        opts.profile_file_prefix = str(Path(tmp) / "placement")
+        sess = ort_session(model, opts, "cuda")
+        name = sess.get_inputs()[0].name
+        for X in batches:
+            sess.run(None, {name: X})
+        events = json.loads(Path(sess.end_profiling()).read_text())
+    allowed = shape_nodes(model.graph)
+    on_cpu = {(e["args"]["op_name"], e["name"].removesuffix("_kernel_time")) for e in events
+              if e.get("cat") == "Node" and e.get("args", {}).get("provider") == "CPUExecutionProvider"}
+    return sorted(f"{op} {node}" for op, node in on_cpu if node not in allowed)
+
+
 def _onnxruntime(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     try:
-        if not needs_external_data(model):
-            sess = ort.InferenceSession(model.SerializeToString(), opts, providers=PROVIDERS[device])
-        else:
-            with tempfile.TemporaryDirectory(prefix="tree2mat-") as tmp:  # over 2 GiB: by file
-                path = Path(tmp) / "graph.onnx"
-                write_external(model, path, "graph.onnx.data")
-                sess = ort.InferenceSession(str(path), opts, providers=PROVIDERS[device])
+        sess = ort_session(model, opts, device)
     except Exception as exc:
         raise _failed("onnxruntime", f"cannot load the graph on {device}", exc) from exc
     name = sess.get_inputs()[0].name
