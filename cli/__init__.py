@@ -8,23 +8,43 @@ unavailable device); 3 internal error (a bug: please report it with ``--debug`` 
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
+import signal
 import sys
-import time
-import traceback
-import warnings
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+import threading
 
-import numpy as np
-import typer
 
-from tree2mat import __version__
-from tree2mat._files import atomic_write
-from tree2mat.errors import OptionError, Tree2MatError
+def _interrupted_while_loading(signum: int, frame: object) -> None:
+    sys.stderr.write("tree2mat: interrupted\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+# Ctrl-C while the libraries below load (a second or more): the one line and exit 130 that the
+# commands give, not Python's traceback; nothing has been written yet. Python's own handler is
+# back once they have loaded.
+_LOADING = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+if _LOADING:
+    signal.signal(signal.SIGINT, _interrupted_while_loading)
+
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+import typer  # noqa: E402
+
+from tree2mat import __version__  # noqa: E402
+from tree2mat._files import atomic_write  # noqa: E402
+from tree2mat.errors import OptionError, Tree2MatError  # noqa: E402
+
+if _LOADING:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 FORMAT_CHOICES = ("text", "json", "npz")
 

@@ -61,6 +61,25 @@ def test_parallel_converts_into_one_folder(forests, tmp_path):
     assert _temporaries(tmp_path) == []
 
 
+def test_ctrl_c_while_the_command_line_loads_its_libraries_is_one_line():
+    """Ctrl-C while the command line imports numpy, typer and the rest (the first second or
+    more; sent here from an import hook the moment typer's import starts): the one line and exit
+    130, as in a command, not Python's KeyboardInterrupt traceback."""
+    code = (
+        "import os, signal, sys\n"
+        "class Hook:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'typer':\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
+        "sys.meta_path.insert(0, Hook())\n"
+        "sys.argv = ['tree2mat', '--version']\n"
+        "from tree2mat.cli import run\n"
+        "run()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr, done.stdout) == (130, "tree2mat: interrupted\n", "")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.0, 1.0, 2.0, 3.0])
 def test_ctrl_c_at_any_moment_leaves_the_old_file_or_a_complete_new_one(forests, tmp_path, delay):
