@@ -6,7 +6,7 @@ rows in the same process.
     python benchmarks/op_profile.py --workloads xgb_clf --forms traverse,hierarchical --batch 1
 
 Each graph runs ``--runs`` times under the profiler after a warm-up; the table gives per operator
-type its share of the kernel time and its count per run (the ``If`` of traverse's two walks is
+type its share of the kernel time and its count per run (the ``If``s of traverse's walks are
 left out: its time is its branch's operators'). At batch 1 the profiler's own overhead per
 operator is of the order of the operators' (read the shares, not the absolute times).
 """

@@ -63,6 +63,15 @@ def data(classes: int, rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np
     return X[:20_000], y[:20_000], X[20_000:]
 
 
+def fitted(names: str, rows: int, seed: int):
+    """(title, fitted model, ``rows`` scoring rows) for each workload of the comma-separated
+    ``names``, trained as main() trains them."""
+    for key in names.split(","):
+        title, factory, classes = workloads(seed)[key]
+        X, y, scoring = data(classes, rows, seed)
+        yield title, factory().fit(X, y), scoring
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", nargs="*", help="names as in the tables (default: all)")

@@ -1,12 +1,14 @@
-"""traverse's two walks, each forced, against the graph before issue 16: p50 latency at the given
-batches on suite.py's workloads (onnxruntime CPU, 2 threads, the three graphs alternating in one
-process). Where the small batches' walk (the flat one) pays and where it stops paying.
+"""traverse's walks, each forced, and optionally the graph of another checkout: p50 latency at the
+given batches on suite.py's workloads (onnxruntime CPU, 2 threads, the graphs alternating in one
+process). Where each walk for small batches (the flat one; the decided one for the fewest rows,
+where the graph has it) pays and where it stops paying.
 
+    python benchmarks/walk_speed.py --workloads hgb_clf,lgbm_clf,xgb_clf,rf_clf --batch 1,2,5,10,40 --runs 300 --out benchmarks/walk_speed_decided.json
     python benchmarks/walk_speed.py --before /path/to/checkout/of/a697d38 --out benchmarks/walk_speed.json
 
-A graph is forced to one walk by the constant its ``If`` compares the batch's rows with
-(``tree2mat.walk_rows_tensor``): -1 walks every batch wide, 2**62 every batch flat (as ``verify``
-does).
+A graph is forced to one walk by the constants its ``If``s compare the batch's rows with
+(``tree2mat.walk_rows_tensor``, ``tree2mat.walk_few_tensor``): -1 never takes a walk for small
+batches, 2**62 always (as ``verify`` does).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from tree2mat.verify import forced_walk  # noqa: E402
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, required=True, help="a checkout whose tree2mat converts the 'before' graphs")
+    parser.add_argument("--before", type=Path, help="a checkout whose tree2mat converts the 'before' graphs (default: none)")
     parser.add_argument("--workloads", default="rf_clf,rf_reg,hgb_clf,xgb_5,lgbm_clf,lgbm_reg")
     parser.add_argument("--batch", default="1,100,1000,4000")
     parser.add_argument("--runs", type=int, default=150, help="runs per graph and batch (alternating every 10)")
@@ -49,28 +51,35 @@ def main() -> int:
         X, y, Xs = data(classes, max(batches), args.seed)
         model = factory().fit(X, y)
         graph = tree2mat.convert(model)
-        walk_rows = int({p.key: p.value for p in graph.metadata_props}["tree2mat.walk_rows"])
+        meta = {p.key: p.value for p in graph.metadata_props}
+        walk_rows = int(meta["tree2mat.walk_rows"])
+        limits = {"wide": -1, "flat": 2**62}
+        few = {name: -1 for name in meta.get("tree2mat.walk_few_tensor", "").split(",") if name}
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp)
-            onnx.save(forced_walk(graph, -1), path / "wide.onnx")
-            onnx.save(forced_walk(graph, 2**62), path / "flat.onnx")
-            convert_before(model, args.before, path / "before.onnx")
-            sess = {k: session(path / f"{k}.onnx", args.threads) for k in ("before", "wide", "flat")}
+            for walk, value in limits.items():
+                onnx.save(forced_walk(graph, {**few, **dict.fromkeys(meta["tree2mat.walk_rows_tensor"].split(","), value)}), path / f"{walk}.onnx")
+            if few:
+                onnx.save(forced_walk(graph, dict.fromkeys(few, 2**62)), path / "decided.onnx")
+            if args.before:
+                convert_before(model, args.before, path / "before.onnx")
+            sess = {k: session(path / f"{k}.onnx", args.threads) for k in ("before", "wide", "flat", "decided") if (path / f"{k}.onnx").exists()}
         for b in batches:
             x = np.ascontiguousarray(Xs[:b])
-            times: dict[str, list[float]] = {k: [] for k in sess}
-            for s in sess.values():  # warm up
+            active = {k: v for k, v in sess.items() if k != "decided" or b <= int(meta["tree2mat.walk_few_max"])}
+            times: dict[str, list[float]] = {k: [] for k in active}
+            for s in active.values():  # warm up
                 s.run(None, {s.get_inputs()[0].name: x})
             for _ in range(max(1, args.runs // 10)):
-                for k, s in sess.items():
+                for k, s in active.items():
                     name = s.get_inputs()[0].name
                     for _ in range(10):
                         start = time.perf_counter()
                         s.run(None, {name: x})
                         times[k].append(time.perf_counter() - start)
             p50 = {k: float(np.median(v)) * 1e3 for k, v in times.items()}
-            row = {"workload": title, "walk_rows": walk_rows, "batch": b, "p50_ms": p50,
-                   "wide_ratio": p50["wide"] / p50["before"], "flat_ratio": p50["flat"] / p50["before"]}
+            row = {"workload": title, "walk_rows": walk_rows, "walk_few": int(meta.get("tree2mat.walk_few", 0)), "batch": b, "p50_ms": p50,
+                   **{f"{k}_ratio": p50[k] / p50["before"] for k in p50 if "before" in p50 and k != "before"}}
             print(json.dumps(row), flush=True)
             results.append(row)
     doc = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}", "onnxruntime": ort.__version__,

@@ -370,8 +370,8 @@ def _peer(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batches: tu
 
 def _left_on_cpu(onx: Any, X: np.ndarray, device: str, sizes: tuple[int, ...] | None = None) -> str | None:
     """On CUDA, a note naming the graph's nodes that onnxruntime ran on the CPU with row data
-    (its own shape arithmetic aside; run on the first ``sizes`` rows, by default both of
-    traverse's walks), so that no CPU work is timed as the GPU's; else None."""
+    (its own shape arithmetic aside; run on the first ``sizes`` rows, by default every one
+    of traverse's walks), so that no CPU work is timed as the GPU's; else None."""
     if device != "cuda":
         return None
     left = cuda_cpu_nodes(onx, X, sizes)

@@ -227,9 +227,9 @@ def _converter(scope: Any, operator: Any, container: Any) -> None:
 
     for node in graph.graph.node:
         container.nodes.append(renamed(node))
-    for key in ("tree2mat.leaf_tensor", "tree2mat.walk_rows_tensor"):
+    for key in ("tree2mat.leaf_tensor", "tree2mat.walk_rows_tensor", "tree2mat.walk_few_tensor"):
         # where the step's tensors are in the whole graph (verify checks routing there, and
-        # runs both of traverse's walks)
+        # runs every one of traverse's walks)
         if operator.tree2mat_meta.get(key) in names:
             operator.tree2mat_meta[key] = names[operator.tree2mat_meta[key]]
     for var in operator.outputs:
@@ -370,9 +370,9 @@ def convert_pipeline(pipeline: Any, options: ConvertOptions, progress: Progress 
         # verify checks the routing of the last step (it has scikit-learn's rows for it)
         **({key: steps[-1][key] for key in ("tree2mat.leaf_tensor", "tree2mat.exit_layout") if key in steps[-1]} if len(steps) == 1 else {}),
         # verify runs the steps' small batches' walks (traverse) on every row too
-        **{key: ",".join(step[key] for step in steps if "tree2mat.walk_rows_tensor" in step)
-           for key in ("tree2mat.walk_rows_tensor", "tree2mat.walk_rows", "tree2mat.walk_rows_max")
-           if any("tree2mat.walk_rows_tensor" in step for step in steps)},
+        **{key: ",".join(step[key] for step in steps if f"{walk}_tensor" in step)
+           for walk in ("tree2mat.walk_rows", "tree2mat.walk_few") for key in (f"{walk}_tensor", walk, f"{walk}_max")
+           if any(f"{walk}_tensor" in step for step in steps)},
         # verify's tolerance: the tree steps' arithmetic (float32 if any step computes in it)
         "tree2mat.arithmetic": min((step.get("tree2mat.arithmetic", "float64") for step in steps), key=lambda a: a != "float32"),
     })

@@ -115,11 +115,14 @@ def cuda_cpu_nodes(model: onnx.ModelProto, X: np.ndarray, sizes: Sequence[int] |
     """``"Op name"`` of each node of ``model`` that onnxruntime's CUDA provider left to the CPU
     and that is not shape arithmetic (:func:`shape_nodes`): row data on the host. Read from the
     profile of a session (CUDA first, the CPU for the rest) run on the first ``sizes`` rows of
-    ``X`` (default one row and ``FLAT_ELEMENTS + 1``, so that both branches of traverse's ``If``
-    run). Empty: every kernel that touches rows ran on CUDA."""
+    ``X`` (default: one row, one more than the decided walk takes where the graph has it, and
+    ``FLAT_ELEMENTS + 1``, so that every walk of traverse's ``If``s runs). Empty: every kernel
+    that touches rows ran on CUDA."""
     from tree2mat.forms.traverse import FLAT_ELEMENTS
 
-    batches = [X[:n] for n in (sizes or (1, FLAT_ELEMENTS + 1))]
+    few = {p.key: p.value for p in model.metadata_props}.get("tree2mat.walk_few", "")
+    default = (1, *(int(v) + 1 for v in few.split(",") if v), FLAT_ELEMENTS + 1)
+    batches = [X[:n] for n in (sizes or default)]
     import onnxruntime as ort
 
     opts = ort.SessionOptions()

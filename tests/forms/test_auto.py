@@ -18,7 +18,7 @@ from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier,
 import tree2mat
 from tree2mat.cli import main
 from tree2mat.errors import OptionError, UnsupportedModelError
-from tree2mat.forms import FORMS, auto
+from tree2mat.forms import FORMS, auto, traverse
 
 from conftest import ROOT
 
@@ -201,11 +201,33 @@ def leafwise():
     return lgb.LGBMClassifier(n_estimators=100, num_leaves=31, min_child_samples=3, random_state=0, verbose=-1).fit(X.astype(np.float32), y), X
 
 
-def test_batch_hint_weighs_each_forms_run_overhead(leafwise):
+@pytest.fixture(scope="module")
+def few_shallow():
+    """Five XGBoost trees of depth 4: at one row the hierarchical form's estimate is the lowest,
+    in runs of 10 000 rows traverse's."""
+    import xgboost as xgb
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(4000, 20, n_informative=10, random_state=0)
+    return xgb.XGBClassifier(n_estimators=5, max_depth=4).fit(X.astype(np.float32), y), X
+
+
+def test_leaf_wise_trees_walk_decided_at_one_row(leafwise):
+    """At one row traverse's estimate on leaf-wise trees is its decided walk's (built in the
+    graph), under every dense form's: ``--batch-hint 1`` keeps traverse."""
+    model, _ = leafwise
+    ens = tree2mat.load(model)
+    one = auto.choose(ens, batch_hint=1)
+    assert one.form == "traverse"
+    assert FORMS["traverse"].call_us(ens) < traverse.flat_call_us(int(ens.tree_depths().max()), traverse.tree_levels(ens))
+    assert "tree2mat.walk_few" in _meta(tree2mat.convert(model, "traverse"))
+
+
+def test_batch_hint_weighs_each_forms_run_overhead(few_shallow):
     """``--batch-hint 1`` picks the form whose one-row run is estimated fastest (operators'
     overhead and one row's work), the default the fastest per row in runs of 10 000; the choice
-    and the hint are in the graph's metadata, and the graph routes as LightGBM."""
-    model, X = leafwise
+    and the hint are in the graph's metadata, and the graph routes as XGBoost."""
+    model, X = few_shallow
     ens = tree2mat.load(model)
     one, many = auto.choose(ens, batch_hint=1), auto.choose(ens)
     for choice, hint in ((one, 1), (many, auto.DEFAULT_BATCH_HINT)):

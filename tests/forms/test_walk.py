@@ -11,12 +11,16 @@ import pytest
 from sklearn.datasets import make_classification
 
 import tree2mat
-from tree2mat.forms import traverse
+from tree2mat.errors import VerificationError
+from tree2mat.forms import _layout, traverse
 
 
-def _branch_ops(onx: onnx.ModelProto, branch: str) -> list[onnx.NodeProto]:
-    node = next(n for n in onx.graph.node if n.op_type == "If")
-    return list(next(a.g for a in node.attribute if a.name == branch).node)
+def _wide_walk(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The nodes of the wide walk's branch (the else branch of the ``If`` on the flat walk's
+    rows, itself in the else branch of the decided walk's ``If`` where there is one)."""
+    node = next(n for n in graph.node if n.op_type == "If")
+    other = next(a.g for a in node.attribute if a.name == "else_branch")
+    return _wide_walk(other) if any(n.op_type == "If" for n in other.node) else list(other.node)
 
 
 @pytest.mark.parametrize("n_trees", [67, 16, 5])
@@ -38,11 +42,61 @@ def test_padded_and_cut_walks_route_as_lightgbm(n_trees):
     padded = -(-n_trees // copies) * copies
     cut = traverse.cuts(np.concatenate([np.sort(depths)[::-1], np.zeros(padded - n_trees, depths.dtype)]), copies)
     assert cut  # (the premise: the walk sets trees aside)
-    set_aside = [n for n in _branch_ops(onx, "else_branch") if n.op_type == "Slice" and n.output[0].startswith("wide_done")]
+    set_aside = [n for n in _wide_walk(onx.graph) if n.op_type == "Slice" and n.output[0].startswith("wide_done")]
     assert len(set_aside) == len(cut)
     report = tree2mat.verify(model, onx, data=X)
     assert report.passed, report.summary()
-    assert not any(n.startswith("the graph's two walks could not be forced") for n in report.notes)
+    assert not any(n.startswith("the graph's walks could not be forced") for n in report.notes)
+    # the fewest rows: the decided walk where its tests cost less than the flat walk's operators
+    meta = {p.key: p.value for p in onx.metadata_props}
+    P = max(2 * t.n_internal + 1 for t in ens.trees)
+    few = traverse.decided_rows(n_trees, P, int(depths.max()), traverse.tree_levels(ens), traverse.node_table(ens, _layout.stack(ens, np.dtype(np.float32))).width)
+    assert meta.get("tree2mat.walk_few") == (str(few) if few else None)
+    walks = {o.walk for o in report.outputs}
+    assert walks == {f">{meta['tree2mat.walk_rows']} rows", f"<={meta['tree2mat.walk_rows']} rows"} | ({f"<={few} rows"} if few else set())
+
+
+def test_the_decided_walk_routes_as_lightgbm_at_every_batch_it_takes():
+    """The decided walk (every node's test at once, then one gather a level) on leaf-wise trees
+    with NaN and categorical splits, batches of 1 to its most rows, straight through the graph
+    (no forcing): probabilities as LightGBM's; a fault in its row offsets (one column short)
+    shows in verify's copy forced through that walk alone."""
+    X, y = make_classification(2000, 10, n_informative=6, random_state=3)
+    X = X.astype(np.float32)
+    X[:, 9] = np.floor(np.abs(X[:, 9]) * 3)
+    X[::13, 2] = np.nan
+    model = lgb.LGBMClassifier(n_estimators=30, num_leaves=20, min_child_samples=3, random_state=0, verbose=-1)
+    model.fit(X, y, categorical_feature=[9])
+    onx = tree2mat.convert(model, "traverse")
+    meta = {p.key: p.value for p in onx.metadata_props}
+    few, walk_rows = int(meta["tree2mat.walk_few"]), int(meta["tree2mat.walk_rows"])
+    assert 1 < few < walk_rows
+    from tree2mat.verify import GraphRunner, walks
+
+    runner = GraphRunner(onx, "cpu")
+    want = model.predict_proba(X)
+    for n in range(1, few + 1):
+        for start in range(0, 40, n):
+            got = runner.run(X[start:start + n], n)["probabilities"]
+            np.testing.assert_allclose(got, want[start:start + n], rtol=1e-5, atol=1e-6)
+    broken = onnx.ModelProto()
+    broken.CopyFrom(onx)
+    decided = next(a.g for a in next(n for n in broken.graph.node if n.op_type == "If").attribute if a.name == "then_branch")
+    width = next(t for t in decided.initializer if t.name == "decided_width")
+    width.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(width) - 1, width.name))
+    # verify's three forced copies of the broken graph: only the decided walk's is wrong (its
+    # rows read the wrong cells: the outputs differ, or a leaf's test holds and its next node is
+    # out of range)
+    forced = walks(broken, 500)[0]
+    assert [w for w, _, _ in forced] == [f">{walk_rows} rows", f"<={walk_rows} rows", f"<={few} rows"]
+    for walk, graph, per_run in forced:
+        runner = GraphRunner(graph, "cpu")
+        try:
+            got = np.concatenate([runner.run(X[k:k + per_run], per_run)["probabilities"] for k in range(0, 600, per_run)])
+            right = np.allclose(got, want[:len(got)], rtol=1e-5, atol=1e-6)
+        except VerificationError:
+            right = False
+        assert right == (walk != f"<={few} rows"), walk
 
 
 def test_cuts_keep_a_multiple_of_the_copies_and_pay_for_themselves():

@@ -53,14 +53,16 @@ def test_no_row_data_on_the_cpu_and_same_leaves_as_cpu(name, form, matmul):
     """Every node that touches rows runs on CUDA: onnxruntime leaves only its shape arithmetic
     (Shape, and Slice / Concat / a compare on a few int64s) to the CPU, on purpose, which
     ``session.disable_cpu_ep_fallback`` refuses as well (seen on an H200, onnxruntime-gpu 1.31.1).
-    Both of traverse's walks run (1 row and FLAT_ELEMENTS + 1); leaves as the CPU's."""
+    Every one of traverse's walks runs (1 row, one more than the decided walk takes, and
+    FLAT_ELEMENTS + 1); leaves as the CPU's at each of those batches."""
     model = MODELS[name]()
     onx = tree2mat.convert(model, leaves=True, form=form, matmul=matmul)
     rows, _ = synthesize(tree2mat.load(model), 9000)
     assert cuda_cpu_nodes(onx, rows) == []
     cuda = ort.InferenceSession(onx.SerializeToString(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
     cpu = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
-    for batch in (rows[:1], rows):
+    few = int({p.key: p.value for p in onx.metadata_props}.get("tree2mat.walk_few", 0))
+    for batch in (rows[:1], rows[: few + 2], rows):
         np.testing.assert_array_equal(cuda.run(["leaves"], {"input": batch})[0], cpu.run(["leaves"], {"input": batch})[0])
 
 

@@ -101,9 +101,14 @@ def test_exact_forms_route_exactly_on_every_runtime(name, form, runtime):
     ens = tree2mat.load(fitted(name))
     assert bool(kinds.get("nan")) == ens.accepts_nan and bool(kinds.get("inf")) == ens.accepts_inf
     assert {o.name for o in report.outputs} >= {"routing"}
-    # traverse walks small batches another way: both walks compared on every row
+    # traverse walks small batches another way (two, where it has the decided walk): every walk
+    # compared on every row
     flat = [o for o in report.outputs if o.walk.startswith("<=")]
     assert (form == "traverse") == bool(flat) and all(o.compared == report.rows for o in flat)
+    meta = {p.key: p.value for p in graph(name, form).metadata_props}
+    if form == "traverse":
+        few = [f"<={meta['tree2mat.walk_few']} rows"] if "tree2mat.walk_few" in meta else []
+        assert {o.walk for o in flat} == {f"<={meta['tree2mat.walk_rows']} rows", *few}
 
 
 @pytest.mark.parametrize(("form", "runtime"), PROVEN)
@@ -121,7 +126,8 @@ def test_graphs_as_shipped_give_the_library_s_outputs(name, form, runtime):
     X = synthesize(ens, 200)[0]
     expected, _ = _expected(model, ens, X, raw=False)
     assert {o.name for o in onx.graph.output} == set(expected)
-    # (traverse: batches of all the rows walk wide, batches of walk_rows flat)
+    # (traverse: batches of all the rows walk wide, batches of walk_rows flat, one row the
+    # decided walk where the graph has one: tree2mat.walk_few)
     small = int({p.key: p.value for p in onx.metadata_props}.get("tree2mat.walk_rows", 0))
     assert (form == "traverse") == (0 < small < X.shape[0])
     runner = GraphRunner(onx, "cpu", runtime)
@@ -208,11 +214,17 @@ def test_graphs_keep_the_contract(name, form):
     GatherElements with data and indices of one size on every axis but the gathered one."""
     onx = graph(name, form)
     walks = [n for n in onx.graph.node if n.op_type == "If"]
-    assert len(walks) == (form == "traverse")  # (the If of traverse's two walks: each inlined in turn)
-    for branch in ("then_branch", "else_branch") if walks else ():
-        _keeps_the_contract(inlined(onx, branch))
-    if not walks:
-        _keeps_the_contract(onx)
+    assert len(walks) == (form == "traverse")  # (the If of traverse's walks: each walk inlined in turn)
+    for walk in inlined_walks(onx):
+        _keeps_the_contract(walk)
+
+
+def inlined_walks(onx: onnx.ModelProto) -> list[onnx.ModelProto]:
+    """``onx`` once per walk: each ``If`` replaced by one of its branches (an ``If`` in a branch
+    too), every combination; ``[onx]`` where it has no ``If``."""
+    if not any(n.op_type == "If" for n in onx.graph.node):
+        return [onx]
+    return [walk for branch in ("then_branch", "else_branch") for walk in inlined_walks(inlined(onx, branch))]
 
 
 def inlined(onx: onnx.ModelProto, branch: str) -> onnx.ModelProto:
@@ -259,6 +271,15 @@ def _keeps_the_contract(onx: onnx.ModelProto, bf16_range: bool = True) -> None:
             assert len(data) == len(index) and all(a == b for k, (a, b) in enumerate(zip(data, index)) if k != axis % len(data)), (node.name, data, index)
 
 
+def _flat_walk(graph: onnx.GraphProto) -> onnx.GraphProto:
+    """The flat walk's branch: the then branch of the ``If`` on ``tree2mat.walk_rows``, in the
+    else branch of the decided walk's ``If`` where there is one."""
+    (node,) = [n for n in graph.node if n.op_type == "If"]
+    branches = {a.name: a.g for a in node.attribute}
+    inner = [n for n in branches["else_branch"].node if n.op_type == "If"]
+    return _flat_walk(branches["else_branch"]) if inner else branches["then_branch"]
+
+
 def test_traverse_walks_small_batches_flat_and_verify_runs_both_walks():
     """Batches of up to tree2mat.walk_rows rows take the flat walk, larger ones the [T, N]
     walk; a fault in the flat walk (its row width one less: rows past the first read the wrong
@@ -269,8 +290,7 @@ def test_traverse_walks_small_batches_flat_and_verify_runs_both_walks():
     assert 1 < rows < 1500
     broken = onnx.ModelProto()
     broken.CopyFrom(onx)
-    (walks,) = [n for n in broken.graph.node if n.op_type == "If"]
-    flat = next(a.g for a in walks.attribute if a.name == "then_branch")
+    flat = _flat_walk(broken.graph)
     init = next(t for t in flat.initializer if t.name == "row_width")
     init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) - 1, init.name))
     X = _data(2, False)[0].astype(np.float32)
@@ -281,14 +301,15 @@ def test_traverse_walks_small_batches_flat_and_verify_runs_both_walks():
     report = tree2mat.verify(model, broken, rows=200)
     assert not report.passed
     assert {o.where for o in report.outputs if o.mismatches} == {f"cpu, <={rows} rows"}
-    assert {(o.device, o.walk) for o in report.outputs} == {("cpu", f"<={rows} rows"), ("cpu", f">{rows} rows")}
+    few = {p.key: p.value for p in onx.metadata_props}.get("tree2mat.walk_few")
+    assert {(o.device, o.walk) for o in report.outputs} == {("cpu", f"<={rows} rows"), ("cpu", f">{rows} rows")} | ({("cpu", f"<={few} rows")} if few else set())
     # a graph whose metadata no longer says how to force the walks: checked as it is, and said so
     stale = onnx.ModelProto()
     stale.CopyFrom(onx)
     next(p for p in stale.metadata_props if p.key == "tree2mat.walk_rows").value = str(rows + 1)
     report = tree2mat.verify(model, stale, rows=50)
     assert report.passed and all(o.walk == "" for o in report.outputs)
-    assert [n for n in report.notes if n.startswith(f"the graph's two walks could not be forced ('flat_rows' is not [{rows + 1}])")]
+    assert [n for n in report.notes if n.startswith(f"the graph's walks could not be forced ('flat_rows' is not [{rows + 1}])")]
 
 
 def test_verify_on_openvino_fails_a_threshold_moved_by_one_float32_step(tmp_path):
@@ -384,11 +405,8 @@ def test_attention_graphs_run_on_every_runtime(kind, form, runtime):
 @pytest.mark.parametrize("kind", ["regressor", "classifier", "ABRF-3"])
 def test_attention_graphs_keep_the_contract(kind, form):
     onx = tree2mat.convert(attention_forest(kind), form)
-    walks = [n for n in onx.graph.node if n.op_type == "If"]
-    for branch in ("then_branch", "else_branch") if walks else ():
-        _keeps_the_contract(inlined(onx, branch), bf16_range=False)
-    if not walks:
-        _keeps_the_contract(onx, bf16_range=False)
+    for walk in inlined_walks(onx):
+        _keeps_the_contract(walk, bf16_range=False)
 
 
 # ----------------------------------------------------------------------------- oblique trees
@@ -425,11 +443,8 @@ def test_oblique_graphs_route_exactly_on_every_runtime(form, runtime):
 @pytest.mark.parametrize("form", EXACT)
 def test_oblique_graphs_keep_the_contract(form):
     onx = tree2mat.convert(oblique_forest()[3], form)
-    walks = [n for n in onx.graph.node if n.op_type == "If"]
-    for branch in ("then_branch", "else_branch") if walks else ():
-        _keeps_the_contract(inlined(onx, branch))
-    if not walks:
-        _keeps_the_contract(onx)
+    for walk in inlined_walks(onx):
+        _keeps_the_contract(walk)
     assert "MatMul" not in {n.op_type for n in onx.graph.node if n.output[0].startswith("projection")}
 
 
@@ -473,8 +488,5 @@ def test_catboost_graphs_keep_the_contract(kind, form):
     borders = np.concatenate([t.threshold for t in tree2mat.load(model).trees])
     assert (np.abs(borders) >= BF16_MAX).any()  # (the case the halving is for)
     onx = tree2mat.convert(model, form)
-    walks = [n for n in onx.graph.node if n.op_type == "If"]
-    for branch in ("then_branch", "else_branch") if walks else ():
-        _keeps_the_contract(inlined(onx, branch))
-    if not walks:
-        _keeps_the_contract(onx)
+    for walk in inlined_walks(onx):
+        _keeps_the_contract(walk)

@@ -226,22 +226,31 @@ def build(
     if isinstance(found, _layout.Exit):
         outs, dtype = tail(g, found)
         metadata = {"tree2mat.leaf_tensor": found.index, "tree2mat.exit_layout": found.layout}
-    else:  # the tail in both branches: the If writes the graph's outputs (see _layout.Walks)
-        small, large = g.branch("small"), g.branch("large")
+    else:  # the tail in every branch: the If writes the graph's outputs (see _layout.Walks)
+        outer = g.branch("rest") if found.few is not None else g
+        small, large = outer.branch("small"), outer.branch("large")
+        walks = [(small, found.small), (large, found.large)]
+        if found.few is not None:
+            walks.append((g.branch("few"), found.few.walk))
         exits = []
-        for b, walk in ((small, found.small), (large, found.large)):
+        for b, walk in walks:
             exits.append(walk(b))
             outs, dtype = tail(b, exits[-1])
         exit = exits[-1]
         index = g.fresh("exit_node")
-        for b, e in zip((small, large), exits):
+        for (b, _), e in zip(walks, exits):
             b.renamed[index] = e.index
         T = ens.n_trees
-        g.if_(found.cond, small, large, [*outs, tensor_info(index, exit.index_dtype, [T, "N"])])
+        written = [*outs, tensor_info(index, exit.index_dtype, [T, "N"])]
+        outer.if_(found.cond, small, large, written)
         metadata = {
             "tree2mat.leaf_tensor": index, "tree2mat.exit_layout": exit.layout,
             "tree2mat.walk_rows_tensor": found.limit, "tree2mat.walk_rows": str(found.rows), "tree2mat.walk_rows_max": str(found.most),
         }
+        if found.few is not None:
+            g.if_(found.few.cond, walks[2][0], outer, written)
+            metadata.update({"tree2mat.walk_few_tensor": found.few.limit, "tree2mat.walk_few": str(found.few.rows),
+                             "tree2mat.walk_few_max": str(found.few.most)})
     return model(g, ens, outs, dtype, opts, f"tree2mat {name} form of {ens.source}", metadata)
 
 

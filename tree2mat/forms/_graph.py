@@ -141,6 +141,11 @@ class GraphBuilder:
                 outs.append(out)
             graphs.append(helper.make_graph(b.nodes, f"{b.tag}_walk", [], outs, b.local))
         names = [v.name for v in outputs]
+        if self.tag is not None:  # (an If in a branch: it writes the branch's outputs, named as the branch's)
+            for n in names:
+                if n not in self.renamed:
+                    self.renamed[n] = self.fresh(f"{n}_{self.tag}")
+            names = [self.renamed[n] for n in names]
         for n in names:
             self._used.setdefault(n, 1)
         self.nodes.append(

@@ -80,13 +80,15 @@ class Exit:
 
 @dataclass(frozen=True)
 class Walks:
-    """Two ways a form finds the exit, chosen per batch by an ``If`` on its rows: ``small``
-    (``If`` true: the batch has at most ``rows``, the [1] int64 constant ``limit``, rows) or
-    ``large``; each builds its :class:`Exit` in the branch builder it is given. Everything after
-    the exit is built in both branches, so the ``If`` writes the graph's outputs (OpenVINO
-    2026.4 misreads a tensor an ``If`` computes and the graph reads on). ``small`` takes at most
-    ``most`` rows (its offsets' range). ``verify`` runs every row both ways
-    (``tree2mat.walk_rows_tensor``, ``tree2mat.walk_rows``, ``tree2mat.walk_rows_max``)."""
+    """Two or three ways a form finds the exit, chosen per batch by an ``If`` on its rows:
+    ``small`` (``If`` true: the batch has at most ``rows``, the [1] int64 constant ``limit``,
+    rows) or ``large``; each builds its :class:`Exit` in the branch builder it is given.
+    ``few``: a third walk for the fewest rows, taken first (an outer ``If`` whose other branch
+    holds the ``If`` above), or None. Everything after the exit is built in every branch, so the
+    ``If`` writes the graph's outputs (OpenVINO 2026.4 misreads a tensor an ``If`` computes and
+    the graph reads on). ``small`` takes at most ``most`` rows (its offsets' range). ``verify``
+    runs every row every way (``tree2mat.walk_rows_tensor``, ``tree2mat.walk_rows``,
+    ``tree2mat.walk_rows_max``, and ``tree2mat.walk_few*`` for ``few``)."""
 
     cond: str
     limit: str
@@ -94,6 +96,21 @@ class Walks:
     most: int
     small: Callable[[GraphBuilder], Exit]
     large: Callable[[GraphBuilder], Exit]
+    few: FewWalk | None = None
+
+
+@dataclass(frozen=True)
+class FewWalk:
+    """The walk of :class:`Walks` for batches of at most ``rows`` rows (``cond``: the batch's
+    rows <= ``limit``, the [1] int64 constant holding ``rows``); it takes at most ``most`` rows.
+    ``verify`` runs every row through it too (``tree2mat.walk_few_tensor``,
+    ``tree2mat.walk_few``, ``tree2mat.walk_few_max``)."""
+
+    cond: str
+    limit: str
+    rows: int
+    most: int
+    walk: Callable[[GraphBuilder], Exit]
 
 
 def leaf_ids_of(index: np.ndarray, order: np.ndarray, slots: np.ndarray) -> np.ndarray:

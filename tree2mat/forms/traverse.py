@@ -151,7 +151,7 @@ def flat_rows(n_trees: int, width: int) -> int:
 @dataclass
 class _Tables:
     """Names of the node table's three [T, P] constants, of each tree's start t P ([T, 1]) and
-    of ``first`` as global ids (t P + first): both walks read them."""
+    of ``first`` as global ids (t P + first): every walk reads them."""
 
     column: str
     threshold: str
@@ -164,9 +164,11 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     """Rows walk every tree level by level, all trees at once (the exit: the node reached, trees
     deepest first, see :class:`_layout.Exit`); each step reads a node's column, threshold and
     ``first`` and moves to ``first + (value > threshold)``. A tree of depth 1 is one step; deeper
-    trees, two walks of the same tables (:class:`_layout.Walks`): up to :func:`flat_rows` rows,
-    :func:`_walk_flat` (few operators, nothing copied: at a few rows the operators' overhead is
-    the time); above, :func:`_walk_wide` (operators a runtime spreads over its threads)."""
+    trees, two or three walks of the same tables (:class:`_layout.Walks`): up to :func:`flat_rows`
+    rows, :func:`_walk_flat` (few operators, nothing copied: at a few rows the operators' overhead
+    is the time); above, :func:`_walk_wide` (operators a runtime spreads over its threads); and
+    where :func:`decided_rows` says so, the fewest rows :func:`_walk_decided` (every node's test
+    at once, then one operator a level)."""
     tab = node_table(ens, st)
     xa = _layout.augmented_input(g, ens, st, x, tab.blocks)
     if tab.depth[0] <= 1:
@@ -181,11 +183,95 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     limit = g.const(np.asarray([most], np.int64), "flat_rows")
     rows = batch_rows(g, xa)
     small = g.op("LessOrEqual", [rows, limit], "flat_batch")
+    few = None
+    if fewest := decided_rows(T, P, int(tab.depth[0]), tree_levels(ens), tab.width):
+        few_limit = g.const(np.asarray([fewest], np.int64), "decided_rows")
+        few = _layout.FewWalk(
+            g.op("LessOrEqual", [rows, few_limit], "decided_batch"), few_limit, fewest, decided_rows_max(T, P, tab.width),
+            lambda b: _layout.Exit(_walk_decided(g, b, tab, xa, tables), tab.order, tab.leaf, INDEX_DTYPE),
+        )
     return _layout.Walks(
         small, limit, most, flat_rows_max(tab.width),
         lambda b: _layout.Exit(_walk_flat(g, b, tab, xa, tables, cuts(tab.depth)), tab.order, tab.leaf, INDEX_DTYPE),
         lambda b: _layout.Exit(_walk_wide(g, b, tab, xa, rows, tables), tab.order, tab.leaf, INDEX_DTYPE),
+        few,
     )
+
+
+#: The decided walk (:func:`_walk_decided`): built where its one-row latency model below is under
+#: the flat walk's (:func:`call_us`), about DECIDED_OPERATORS operators and one a level, and
+#: every node's test; it takes batches up to where the flat walk catches up (each further row
+#: costs DECIDED_ROW_TEST_US a node test there, PER_LEVEL_CALL_US a tree level in the flat walk),
+#: at most DECIDED_ELEMENTS node tests (rows x trees x nodes). Fitted to p50s (onnxruntime 1.31,
+#: 2 threads, 2026-11-26, benchmarks/walk_speed_decided.json): HistGradientBoosting(100) and
+#: LGBMClassifier(100, 31 leaves) 47 us at one row against the flat walk's 85, 94-96 against
+#: 110-111 at five rows, 149 against 127-129 at ten.
+DECIDED_ELEMENTS = 32768
+DECIDED_OPERATORS, DECIDED_OPERATOR_US, DECIDED_TEST_US, DECIDED_ROW_TEST_US = 21, 0.68, 0.0015, 0.0019
+#: The most node tests one run of the decided walk may hold: verify forces batches of up to
+#: this many through it (each a few int32 and float tensors of that size).
+DECIDED_MAX_ELEMENTS = 2**22
+
+
+def decided_call_us(n_trees: int, nodes: int, depth: int) -> float:
+    """The decided walk's one-row latency model (microseconds)."""
+    return CALL_US + DECIDED_OPERATOR_US * (DECIDED_OPERATORS + depth) + DECIDED_TEST_US * n_trees * nodes
+
+
+def decided_rows(n_trees: int, nodes: int, depth: int, levels: int, width: int) -> int:
+    """The rows the decided walk takes (0: not built): trees x ``nodes`` node tests per row, up
+    to where the flat walk (``levels``: the trees' levels) is modelled as fast, fewer than the
+    flat walk takes (:func:`flat_rows`)."""
+    tests = n_trees * nodes
+    gain = flat_call_us(depth, levels) - decided_call_us(n_trees, nodes, depth)
+    if tests > DECIDED_ELEMENTS or gain <= 0:
+        return 0
+    slower = DECIDED_ROW_TEST_US * tests - PER_LEVEL_CALL_US * levels  # (each further row)
+    rows = DECIDED_ELEMENTS // tests if slower <= 0 else min(DECIDED_ELEMENTS // tests, 1 + int(gain / slower))
+    return min(rows, flat_rows(n_trees, width) - 1)
+
+
+def decided_rows_max(n_trees: int, nodes: int, width: int) -> int:
+    """The most rows the decided walk is run on: every id (rows x trees x nodes) and input
+    offset (rows x ``width``) an int32, at most DECIDED_MAX_ELEMENTS node tests."""
+    return max(1, min((2**31 - 1) // (n_trees * nodes), (2**31 - 1) // max(width, 1), DECIDED_MAX_ELEMENTS // (n_trees * nodes)))
+
+
+def _walk_decided(g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, tables: _Tables) -> str:
+    """The fewest rows, in ``b``: every node's test of every row at once ([N, T P]: one
+    ``GatherElements`` from the flat input, a ``Greater``), each node's next node from it
+    (``first`` + the test: a leaf's is itself), then one ``GatherElements`` per level follows
+    them from the roots, ids r T P + t P + node. Few operators, each over all the nodes: it wins
+    where the trees are deep for their nodes (leaf-wise). The exit as the flat walk's."""
+    int32 = onnx.TensorProto.INT32
+    T, P = tab.column.shape
+    TP = T * P
+    width = tab.width
+    row_shape = g.const(np.asarray([1, -1], np.int64), "decided_row_shape")
+    vector = g.const(np.asarray([-1], np.int64), "decided_vector")
+
+    def row(table: str, minus: int, hint: str) -> str:  # [1, T P] constants (``minus``: row 1's offset taken off)
+        flat = g.op("Reshape", [table, row_shape], f"decided_{hint}")
+        return g.op("Sub", [flat, g.const(np.int32(minus), f"decided_{hint}_minus")], f"decided_{hint}_from0") if minus else flat
+
+    column, first, start = row(tables.column, width, "column"), row(tables.global_first, TP, "first"), row(tables.tree_start, TP, "tree_start")
+    threshold = row(tables.threshold, 0, "threshold")
+    # r + 1, counted along the rows (the augmented input is NaN-free, so a value equals itself;
+    # tract 0.23 evaluates no Range or Slice of a Shape inside an If)
+    col0 = b.op("Gather", [xa, b.const(np.zeros(1, np.int64), "decided_col0_index")], "decided_col0", axis=1)
+    one = b.op("Cast", [b.op("Equal", [col0, col0], "decided_present")], "decided_one", to=int32)
+    count = b.op("CumSum", [one, b.scalar(np.int64(0), "decided_axis")], "decided_count")
+    at = b.op("Add", [b.op("Mul", [count, b.const(np.int32(width), "decided_width")], "decided_row_end"), column], "decided_x_index")
+    xv = b.op("GatherElements", [b.op("Reshape", [xa, vector], "decided_x_flat"), b.op("Reshape", [at, vector], "decided_x_index_flat")], "decided_xv", axis=0)
+    right = b.op("Greater", [b.op("Reshape", [xv, b.const(np.asarray([-1, TP], np.int64), "decided_grid")], "decided_xv_rows"), threshold], "decided_right")
+    block = b.op("Mul", [count, b.const(np.int32(TP), "decided_block_size")], "decided_block_end")
+    nxt = b.op("Add", [b.op("Add", [b.op("Cast", [right], "decided_step", to=int32), block], "decided_step_rows"), first], "decided_next_rows")
+    roots = b.op("Add", [block, start], "decided_roots")
+    nxt, cur = b.op("Reshape", [nxt, vector], "decided_next"), b.op("Reshape", [roots, vector], "decided_node0")
+    for d in range(int(tab.depth[0])):
+        cur = b.op("GatherElements", [nxt, cur], f"decided_node{d + 1}", axis=0)
+    local = b.op("Sub", [b.op("Reshape", [cur, b.const(np.asarray([-1, T], np.int64), "decided_exit_grid")], "decided_exit_rows"), roots], "decided_exit_local")
+    return b.op("Transpose", [local], "decided_exit", perm=[1, 0])
 
 
 def _root_level(g: GraphBuilder, tab: NodeTable, xa: str) -> tuple[str, str]:
@@ -385,14 +471,26 @@ def us_per_row(ens: Ensemble) -> float:
     return PER_LEVEL_US * tree_levels(ens) + PER_TREE_US * ens.n_trees
 
 
-#: Latency model (microseconds; one row, the flat walk): per run, per level of the deepest tree
+#: Latency model (microseconds; one row, the flat walk; :func:`call_us`): per run, per level of the deepest tree
 #: (the walk's operators), per tree level. Fitted to the batch-1 p50 of suite.py's seven
 #: workloads (onnxruntime 1.31, 2 threads; benchmarks/RESULTS.md, issue 22): within 13 %.
 CALL_US, PER_DEPTH_CALL_US, PER_LEVEL_CALL_US = 13.6, 4.30, 0.0066
 
 
+def flat_call_us(depth: int, levels: int) -> float:
+    """The flat walk's one-row latency model: ``depth`` of the deepest tree, ``levels`` of all."""
+    return CALL_US + PER_DEPTH_CALL_US * max(depth, 1) + PER_LEVEL_CALL_US * levels
+
+
 def call_us(ens: Ensemble) -> float:
-    return CALL_US + PER_DEPTH_CALL_US * max(int(ens.tree_depths().max()), 1) + PER_LEVEL_CALL_US * tree_levels(ens)
+    """One row's run: the flat walk's model, or the decided walk's where the graph has it (so
+    ``--batch-hint`` weighs the decided walk's one-row time for any hint; past its few rows the
+    flat walk's per-row time is the closer one)."""
+    depth, levels = max(int(ens.tree_depths().max()), 1), tree_levels(ens)
+    T, P = ens.n_trees, max(2 * t.n_internal + 1 for t in ens.trees)
+    if depth > 1 and decided_rows(T, P, depth, levels, ens.n_features):  # (the input width only caps rows past 2**31 offsets)
+        return decided_call_us(T, P, depth)
+    return flat_call_us(depth, levels)
 
 
 FORM = FormSpec(

@@ -111,7 +111,7 @@ def verify(
     _check_kind(meta, subject)
     onx_run, leaf_ids = _with_leaf_output(onx, subject.ens, in_dtype)
     chunk, data_rows = _chunk_rows(meta, subject)
-    # (a graph that walks small batches another way: every row both ways, one report line each)
+    # (a graph that walks small batches another way: every row every way, one report line each)
     graphs, walk_note = walks(onx_run, chunk)
     notes = _notes(meta, subject, leaf_ids is not None, walk_note)
     atol_v = _default_atol(subject, meta.get("tree2mat.arithmetic", "float64")) if atol is None else atol

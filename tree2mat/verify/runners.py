@@ -171,39 +171,59 @@ def walks(model: onnx.ModelProto, chunk: int) -> tuple[list[tuple[str, onnx.Mode
     where it walks small batches another way (traverse's ``If``, see
     :class:`tree2mat.forms._layout.Walks`; ``tree2mat.walk_rows*`` in the metadata, one entry
     per tree step of a pipeline), two copies instead, each walking every batch one way (the
-    constants the ``If`` compares the rows with set past any batch, or below): every row
-    checked both ways. And a note where the walks cannot be forced (a graph rewritten since
-    tree2mat wrote it): then ``model`` as it is, each row through the walk its chunk takes."""
+    constants the ``If`` compares the rows with set past any batch, or below), and a third
+    where it walks the fewest rows a third way (``tree2mat.walk_few*``): every row checked every
+    way. And a note where the walks cannot be forced (a graph rewritten since tree2mat wrote
+    it): then ``model`` as it is, each row through the walk its chunk takes."""
     meta = _metadata(model)
     names = [n for n in meta.get("tree2mat.walk_rows_tensor", "").split(",") if n]
     if not names:
         return [("", model, chunk)], None
-    inits = {t.name: t for t in model.graph.initializer}
+    few_names = [n for n in meta.get("tree2mat.walk_few_tensor", "").split(",") if n]
     try:
-        rows = [int(v) for v in meta["tree2mat.walk_rows"].split(",")]
-        most = [int(v) for v in meta["tree2mat.walk_rows_max"].split(",")]
-        if len(rows) != len(names) or len(most) != len(names):
-            raise ValueError("not one value per walk")
-        for name, value in zip(names, rows):
-            if name not in inits:
-                raise ValueError(f"no initializer {name!r}")
-            if onnx.numpy_helper.to_array(inits[name]).tolist() != [value]:
-                raise ValueError(f"{name!r} is not [{value}]")
+        rows, most = _walk_limits(model, meta, "tree2mat.walk_rows", names)
+        few_rows, few_most = _walk_limits(model, meta, "tree2mat.walk_few", few_names) if few_names else ([], [])
     except (KeyError, ValueError) as exc:
-        note = (f"the graph's two walks could not be forced ({exc}): each row was checked through the walk its batch of "
+        note = (f"the graph's walks could not be forced ({exc}): each row was checked through the walk its batch of "
                 f"{chunk} rows takes")
         return [("", model, chunk)], note
     few = min(rows)
-    return [(f">{few} rows", forced_walk(model, -1), chunk), (f"<={few} rows", forced_walk(model, 2**62), max(1, min(chunk, *most)))], None
+    never, always = dict.fromkeys(few_names, -1), dict.fromkeys(few_names, 2**62)
+    out = [(f">{few} rows", forced_walk(model, {**never, **dict.fromkeys(names, -1)}), chunk),
+           (f"<={few} rows", forced_walk(model, {**never, **dict.fromkeys(names, 2**62)}), max(1, min(chunk, *most)))]
+    if few_names:
+        out.append((f"<={min(few_rows)} rows", forced_walk(model, always), max(1, min(chunk, *few_most))))
+    return out, None
 
 
-def forced_walk(model: onnx.ModelProto, rows: int) -> onnx.ModelProto:
-    """A copy of ``model`` whose walks' ``If`` takes the small batches' walk up to ``rows`` rows
-    (-1: never; 2**62: always)."""
-    names = set(_metadata(model).get("tree2mat.walk_rows_tensor", "").split(","))
+def _walk_limits(model: onnx.ModelProto, meta: dict[str, str], key: str, names: list[str]) -> tuple[list[int], list[int]]:
+    """The rows each of the ``If`` limits ``names`` holds and the most rows its walk takes
+    (``key`` and ``key_max`` in the metadata), checked against the graph's constants."""
+    inits = {t.name: t for t in model.graph.initializer}
+    rows = [int(v) for v in meta[key].split(",")]
+    most = [int(v) for v in meta[f"{key}_max"].split(",")]
+    if len(rows) != len(names) or len(most) != len(names):
+        raise ValueError("not one value per walk")
+    for name, value in zip(names, rows):
+        if name not in inits:
+            raise ValueError(f"no initializer {name!r}")
+        if onnx.numpy_helper.to_array(inits[name]).tolist() != [value]:
+            raise ValueError(f"{name!r} is not [{value}]")
+    return rows, most
+
+
+def forced_walk(model: onnx.ModelProto, limits: dict[str, int] | int) -> onnx.ModelProto:
+    """A copy of ``model`` whose walks' ``If`` limits are ``limits`` (name -> rows: -1 never
+    takes that ``If``'s walk for fewer rows, 2**62 always); an int: every limit of
+    ``tree2mat.walk_rows_tensor`` set to it, and the decided walk's (``tree2mat.walk_few_tensor``)
+    to -1, so that every batch takes the flat walk (2**62) or the wide one (-1)."""
+    if isinstance(limits, int):
+        meta = _metadata(model)
+        limits = {**dict.fromkeys(meta.get("tree2mat.walk_few_tensor", "").split(","), -1),
+                  **dict.fromkeys(meta.get("tree2mat.walk_rows_tensor", "").split(","), limits)}
     out = onnx.ModelProto()
     out.CopyFrom(model)
     for tensor in out.graph.initializer:
-        if tensor.name in names:
-            tensor.CopyFrom(onnx.numpy_helper.from_array(np.asarray([rows], np.int64), tensor.name))
+        if tensor.name in limits:
+            tensor.CopyFrom(onnx.numpy_helper.from_array(np.asarray([limits[tensor.name]], np.int64), tensor.name))
     return out
