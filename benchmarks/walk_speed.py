@@ -53,12 +53,11 @@ def main() -> int:
         graph = tree2mat.convert(model)
         meta = {p.key: p.value for p in graph.metadata_props}
         walk_rows = int(meta["tree2mat.walk_rows"])
-        limits = {"wide": -1, "flat": 2**62}
-        few = {name: -1 for name in meta.get("tree2mat.walk_few_tensor", "").split(",") if name}
+        few = [name for name in meta.get("tree2mat.walk_few_tensor", "").split(",") if name]
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp)
-            for walk, value in limits.items():
-                onnx.save(forced_walk(graph, {**few, **dict.fromkeys(meta["tree2mat.walk_rows_tensor"].split(","), value)}), path / f"{walk}.onnx")
+            onnx.save(forced_walk(graph, -1), path / "wide.onnx")
+            onnx.save(forced_walk(graph, 2**62), path / "flat.onnx")
             if few:
                 onnx.save(forced_walk(graph, dict.fromkeys(few, 2**62)), path / "decided.onnx")
             if args.before:

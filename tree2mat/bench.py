@@ -226,11 +226,11 @@ def bench(
         spec = FORMS[picked]
         c = Contender(f"tree2mat {form}" + (f" ({picked})" if form == AUTO else ""), "tree2mat", convert_s, onx.ByteSize(), device=device)
         fits, c.note = _within(batches, spec.constant_bytes(ens), spec.bytes_per_row(ens), limit)
-        run = _ort_runner(peers.session(onx, threads, device))
         if left := _left_on_cpu(onx, X, device):
             c.note = left
             contenders.append(c)
             continue
+        run = _ort_runner(peers.session(onx, threads, device))
         chunk = max(fits) if fits else max(1, (limit - spec.constant_bytes(ens)) // max(1, spec.bytes_per_row(ens)))
         if expected is not None:
             c.mismatched_rows, c.mismatched_labels = _mismatched(_chunked(run, X, chunk), expected, ens)

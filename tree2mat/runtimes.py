@@ -118,13 +118,12 @@ def cuda_cpu_nodes(model: onnx.ModelProto, X: np.ndarray, sizes: Sequence[int] |
     ``X`` (default: one row, one more than the decided walk takes where the graph has it, and
     ``FLAT_ELEMENTS + 1``, so that every walk of traverse's ``If``s runs). Empty: every kernel
     that touches rows ran on CUDA."""
+    import onnxruntime as ort
+
     from tree2mat.forms.traverse import FLAT_ELEMENTS
 
     few = {p.key: p.value for p in model.metadata_props}.get("tree2mat.walk_few", "")
     default = (1, *(int(v) + 1 for v in few.split(",") if v), FLAT_ELEMENTS + 1)
-    batches = [X[:n] for n in (sizes or default)]
-    import onnxruntime as ort
-
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     opts.enable_profiling = True
@@ -132,8 +131,8 @@ def cuda_cpu_nodes(model: onnx.ModelProto, X: np.ndarray, sizes: Sequence[int] |
         opts.profile_file_prefix = str(Path(tmp) / "placement")
         sess = ort_session(model, opts, "cuda")
         name = sess.get_inputs()[0].name
-        for X in batches:
-            sess.run(None, {name: X})
+        for n in sizes or default:
+            sess.run(None, {name: X[:n]})
         events = json.loads(Path(sess.end_profiling()).read_text())
     allowed = shape_nodes(model.graph)
     on_cpu = {(e["args"]["op_name"], e["name"].removesuffix("_kernel_time")) for e in events

@@ -49,7 +49,7 @@ def test_padded_and_cut_walks_route_as_lightgbm(n_trees):
     assert not any(n.startswith("the graph's walks could not be forced") for n in report.notes)
     # the fewest rows: the decided walk where its tests cost less than the flat walk's operators
     meta = {p.key: p.value for p in onx.metadata_props}
-    P = max(2 * t.n_internal + 1 for t in ens.trees)
+    P = traverse.table_nodes(ens)
     few = traverse.decided_rows(n_trees, P, int(depths.max()), traverse.tree_levels(ens), traverse.node_table(ens, _layout.stack(ens, np.dtype(np.float32))).width)
     assert meta.get("tree2mat.walk_few") == (str(few) if few else None)
     walks = {o.walk for o in report.outputs}

@@ -49,13 +49,18 @@ class NodeTable:
         return int(self.column[tuple(at)]), self.threshold[tuple(at)]
 
 
+def table_nodes(ens: Ensemble) -> int:
+    """P: the node table's nodes per tree (the largest tree's, internal and leaves)."""
+    return max(2 * t.n_internal + 1 for t in ens.trees)
+
+
 def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
     """Each node's test (:func:`_layout.node_tests`) at its breadth-first place; a swap node's
     children change places, so that ``value > threshold`` leads to ``first + 1`` everywhere."""
     never, never_threshold = _layout.NEVER
     tests = _layout.node_tests(ens, st, extra=(never,))
     T = st.n_trees
-    P = max(2 * t.n_internal + 1 for t in ens.trees)
+    P = table_nodes(ens)
     column = np.full((T, P), tests.offset[never], np.int32)
     threshold = np.full((T, P), never_threshold, st.threshold.dtype)
     first = np.zeros((T, P), np.int32)
@@ -487,7 +492,7 @@ def call_us(ens: Ensemble) -> float:
     ``--batch-hint`` weighs the decided walk's one-row time for any hint; past its few rows the
     flat walk's per-row time is the closer one)."""
     depth, levels = max(int(ens.tree_depths().max()), 1), tree_levels(ens)
-    T, P = ens.n_trees, max(2 * t.n_internal + 1 for t in ens.trees)
+    T, P = ens.n_trees, table_nodes(ens)
     if depth > 1 and decided_rows(T, P, depth, levels, ens.n_features):  # (the input width only caps rows past 2**31 offsets)
         return decided_call_us(T, P, depth)
     return flat_call_us(depth, levels)

@@ -188,11 +188,9 @@ def walks(model: onnx.ModelProto, chunk: int) -> tuple[list[tuple[str, onnx.Mode
                 f"{chunk} rows takes")
         return [("", model, chunk)], note
     few = min(rows)
-    never, always = dict.fromkeys(few_names, -1), dict.fromkeys(few_names, 2**62)
-    out = [(f">{few} rows", forced_walk(model, {**never, **dict.fromkeys(names, -1)}), chunk),
-           (f"<={few} rows", forced_walk(model, {**never, **dict.fromkeys(names, 2**62)}), max(1, min(chunk, *most)))]
+    out = [(f">{few} rows", forced_walk(model, -1), chunk), (f"<={few} rows", forced_walk(model, 2**62), max(1, min(chunk, *most)))]
     if few_names:
-        out.append((f"<={min(few_rows)} rows", forced_walk(model, always), max(1, min(chunk, *few_most))))
+        out.append((f"<={min(few_rows)} rows", forced_walk(model, dict.fromkeys(few_names, 2**62)), max(1, min(chunk, *few_most))))
     return out, None
 
 
