@@ -45,6 +45,18 @@ def timed(sess: ort.InferenceSession, X: np.ndarray) -> float:
     return time.perf_counter() - start
 
 
+def alternating_p50s(sessions: dict[str, ort.InferenceSession], X: np.ndarray, runs: int) -> dict[str, float]:
+    """Each session's p50 (seconds) over ``runs`` runs on ``X``, the sessions taking turns every
+    10 runs after one warm-up run each."""
+    times: dict[str, list[float]] = {k: [] for k in sessions}
+    for s in sessions.values():
+        timed(s, X)
+    for _ in range(max(1, runs // 10)):
+        for k, s in sessions.items():
+            times[k].extend(timed(s, X) for _ in range(10))
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
 def convert_before(model, checkout: Path, out: Path) -> None:
     """``model``'s default graph as the tree2mat of ``checkout`` converts it, written to ``out``
     (in a subprocess importing that checkout; through the API, not the CLI: an editable

@@ -5,6 +5,7 @@ where the graph has it) pays and where it stops paying.
 
     python benchmarks/walk_speed.py --workloads hgb_clf,lgbm_clf,xgb_clf,rf_clf --batch 1,2,5,10,40 --runs 300 --out benchmarks/walk_speed_decided.json
     python benchmarks/walk_speed.py --before /path/to/checkout/of/a697d38 --out benchmarks/walk_speed.json
+    python benchmarks/walk_speed.py --before /path/to/checkout/of/df5d739 --build-decided 5 --workloads hgb_clf,lgbm_clf,xgb_clf,xgb_5,rf_clf --batch 1,2,5,10,40 --runs 300 --out benchmarks/walk_speed_decided_2d.json
 
 A graph is forced to one walk by the constants its ``If``s compare the batch's rows with
 (``tree2mat.walk_rows_tensor``, ``tree2mat.walk_few_tensor``): -1 never takes a walk for small
@@ -27,7 +28,7 @@ import onnx
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_speed import convert_before, session  # noqa: E402
+from ab_speed import alternating_p50s, convert_before, session  # noqa: E402
 from suite import data, workloads  # noqa: E402
 
 import tree2mat  # noqa: E402
@@ -42,15 +43,22 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=150, help="runs per graph and batch (alternating every 10)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--build-decided", type=int, metavar="ROWS",
+                        help="build the decided walk for up to ROWS rows where its latency model would not, to measure it there")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     batches = [int(b) for b in args.batch.split(",")]
+    if args.build_decided:
+        from tree2mat.forms import traverse
+
+        modelled = traverse.decided_rows
+        traverse.decided_rows = lambda *a: modelled(*a) or args.build_decided  # type: ignore[assignment]
     results = []
     for key in args.workloads.split(","):
         title, factory, classes = workloads(args.seed)[key]
         X, y, Xs = data(classes, max(batches), args.seed)
         model = factory().fit(X, y)
-        graph = tree2mat.convert(model)
+        graph = tree2mat.convert(model, "traverse" if args.build_decided else "auto")
         meta = {p.key: p.value for p in graph.metadata_props}
         walk_rows = int(meta["tree2mat.walk_rows"])
         few = [name for name in meta.get("tree2mat.walk_few_tensor", "").split(",") if name]
@@ -66,17 +74,7 @@ def main() -> int:
         for b in batches:
             x = np.ascontiguousarray(Xs[:b])
             active = {k: v for k, v in sess.items() if k != "decided" or b <= int(meta["tree2mat.walk_few_max"])}
-            times: dict[str, list[float]] = {k: [] for k in active}
-            for s in active.values():  # warm up
-                s.run(None, {s.get_inputs()[0].name: x})
-            for _ in range(max(1, args.runs // 10)):
-                for k, s in active.items():
-                    name = s.get_inputs()[0].name
-                    for _ in range(10):
-                        start = time.perf_counter()
-                        s.run(None, {name: x})
-                        times[k].append(time.perf_counter() - start)
-            p50 = {k: float(np.median(v)) * 1e3 for k, v in times.items()}
+            p50 = {k: v * 1e3 for k, v in alternating_p50s(active, x, args.runs).items()}
             row = {"workload": title, "walk_rows": walk_rows, "walk_few": int(meta.get("tree2mat.walk_few", 0)), "batch": b, "p50_ms": p50,
                    **{f"{k}_ratio": p50[k] / p50["before"] for k in p50 if "before" in p50 and k != "before"}}
             print(json.dumps(row), flush=True)

@@ -59,7 +59,7 @@ def test_padded_and_cut_walks_route_as_lightgbm(n_trees):
 def test_the_decided_walk_routes_as_lightgbm_at_every_batch_it_takes():
     """The decided walk (every node's test at once, then one gather a level) on leaf-wise trees
     with NaN and categorical splits, batches of 1 to its most rows, straight through the graph
-    (no forcing): probabilities as LightGBM's; a fault in its row offsets (one column short)
+    (no forcing): probabilities as LightGBM's; a fault in its roots (each tree started at the next one's)
     shows in verify's copy forced through that walk alone."""
     X, y = make_classification(2000, 10, n_informative=6, random_state=3)
     X = X.astype(np.float32)
@@ -81,12 +81,13 @@ def test_the_decided_walk_routes_as_lightgbm_at_every_batch_it_takes():
             np.testing.assert_allclose(got, want[start:start + n], rtol=1e-5, atol=1e-6)
     broken = onnx.ModelProto()
     broken.CopyFrom(onx)
-    decided = next(a.g for a in next(n for n in broken.graph.node if n.op_type == "If").attribute if a.name == "then_branch")
-    width = next(t for t in decided.initializer if t.name == "decided_width")
-    width.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(width) - 1, width.name))
+    # (each tree's walk started at the next tree's root: the last one's is past the table)
+    roots = next(n for n in broken.graph.node if n.output[0] == "decided_roots")
+    broken.graph.node.remove(roots)
+    start = onnx.numpy_helper.to_array(next(t for t in broken.graph.initializer if t.name == roots.input[0])).ravel()
+    broken.graph.initializer.append(onnx.numpy_helper.from_array(start + start[1], "decided_roots"))
     # verify's three forced copies of the broken graph: only the decided walk's is wrong (its
-    # rows read the wrong cells: the outputs differ, or a leaf's test holds and its next node is
-    # out of range)
+    # trees walk the next tree's nodes: the outputs differ, or the gather is out of range)
     forced = walks(broken, 500)[0]
     assert [w for w, _, _ in forced] == [f">{walk_rows} rows", f"<={walk_rows} rows", f"<={few} rows"]
     for walk, graph, per_run in forced:

@@ -102,12 +102,12 @@ def padded_work(ens: Ensemble) -> tuple[int, int]:
 
 def dense_form(
     name: str, build: Callable[[Ensemble, GraphOptions], onnx.ModelProto], summary: str, per_node_us: float, per_product_us: float,
-    call: tuple[float, float, float],
+    call: tuple[float, float, float, float],
 ) -> FormSpec:
     """The spec of a matrix form: dense [T, I, L] constants, a MatMul in any of MATMUL_DTYPES,
     the exit of :func:`exit_layout`, exact on every runtime of the matrix, and the cost model
     ``per_node_us * nodes + per_product_us * products`` (:func:`padded_work`) per row; ``call``:
-    one row's run, ``a + b * nodes + c * products``."""
+    one row's run, ``a + b * nodes + c * products + d * trees``."""
 
     def us_per_row(ens: Ensemble) -> float:
         nodes, products = padded_work(ens)
@@ -115,7 +115,7 @@ def dense_form(
 
     def call_us(ens: Ensemble) -> float:
         nodes, products = padded_work(ens)
-        return call[0] + call[1] * nodes + call[2] * products
+        return call[0] + call[1] * nodes + call[2] * products + call[3] * ens.n_trees
 
     return FormSpec(
         name=name, build=build, exact=True, summary=summary,

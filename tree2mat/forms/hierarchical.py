@@ -125,11 +125,10 @@ def blocks(tab: traverse.NodeTable, k: int) -> Blocks:
 
 #: Block depths the form may use; :func:`block_depth` picks one by the cost per stage.
 DEPTHS = (2, 3, 4)
-#: Latency model at one row (microseconds): the run's operators around the stages (traverse's),
-#: per stage, and per test cell of a stage (trees x (2^k - 1)). Fitted to suite.py's seven
-#: workloads at batch 1 (benchmarks/suite.json: p50 over traverse's in the same run, times
-#: traverse's latency model), within 32 %; benchmarks/RESULTS.md, issue 22.
-CALL_US, STAGE_US, PER_CELL_US = 13.6, 15.0, 0.026
+#: Latency model at one row (microseconds): the run's operators around the stages, per stage, and
+#: per test cell of a stage (trees x (2^k - 1)). Fitted to one-row p50s of 18 models
+#: (benchmarks/latency_fit.py), within 23 %.
+CALL_US, STAGE_US, PER_CELL_US = 13.0, 8.1, 0.036
 #: Cost model per row (microseconds per stage and tree; the same runs at 10 000 rows: 0.022 to
 #: 0.034 on the seven workloads, whatever k).
 PER_STAGE_TREE_US = 0.027

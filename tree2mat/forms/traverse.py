@@ -192,8 +192,8 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     if fewest := decided_rows(T, P, int(tab.depth[0]), tree_levels(ens), tab.width):
         few_limit = g.const(np.asarray([fewest], np.int64), "decided_rows")
         few = _layout.FewWalk(
-            g.op("LessOrEqual", [rows, few_limit], "decided_batch"), few_limit, fewest, decided_rows_max(T, P, tab.width),
-            lambda b: _layout.Exit(_walk_decided(g, b, tab, xa, tables), tab.order, tab.leaf, INDEX_DTYPE),
+            g.op("LessOrEqual", [rows, few_limit], "decided_batch"), few_limit, fewest, decided_rows_max(T, P),
+            lambda b: _layout.Exit(_walk_decided(g, b, tab, xa, rows, tables), tab.order, tab.leaf, INDEX_DTYPE),
         )
     return _layout.Walks(
         small, limit, most, flat_rows_max(tab.width),
@@ -203,16 +203,20 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     )
 
 
-#: The decided walk (:func:`_walk_decided`): built where its one-row latency model below is under
-#: the flat walk's (:func:`call_us`), about DECIDED_OPERATORS operators and one a level, and
-#: every node's test; it takes batches up to where the flat walk catches up (each further row
-#: costs DECIDED_ROW_TEST_US a node test there, PER_LEVEL_CALL_US a tree level in the flat walk),
-#: at most DECIDED_ELEMENTS node tests (rows x trees x nodes). Fitted to p50s (onnxruntime 1.31,
-#: 2 threads, 2026-11-26, benchmarks/walk_speed_decided.json): HistGradientBoosting(100) and
-#: LGBMClassifier(100, 31 leaves) 47 us at one row against the flat walk's 85, 94-96 against
-#: 110-111 at five rows, 149 against 127-129 at ten.
+#: The decided walk (:func:`_walk_decided`): built where its one-row latency model (:func:`call_us`)
+#: is under the flat walk's: DECIDED_CALL_US, DECIDED_DEPTH_US a level of the deepest tree (the
+#: walk runs 8 operators and one a level) and DECIDED_TEST_US a node test (trees x nodes),
+#: fitted to one-row p50s of 18 models (benchmarks/latency_fit.py), within 29 %. It takes batches
+#: up to where the flat walk catches up (each further row costs DECIDED_ROW_TEST_US a node test
+#: there, PER_LEVEL_CALL_US a tree level in the flat walk), at most DECIDED_ELEMENTS node tests
+#: (rows x trees x nodes). Measured (onnxruntime 1.31, 2 threads, 2026-11-26,
+#: benchmarks/walk_speed_decided_2d.json): HistGradientBoosting(100) and LGBMClassifier(100, 31
+#: leaves) 40-42 us at one row against the flat walk's 85-91, 93-101 against 107-116 at five
+#: rows, 145-157 against 126-137 at ten; built by force on XGBClassifier(100, depth 6) 42 against
+#: 41, on RandomForestClassifier(100, depth 8) and XGBClassifier(500, depth 6) 119-131 against
+#: 57-66.
 DECIDED_ELEMENTS = 32768
-DECIDED_OPERATORS, DECIDED_OPERATOR_US, DECIDED_TEST_US, DECIDED_ROW_TEST_US = 21, 0.68, 0.0015, 0.0019
+DECIDED_CALL_US, DECIDED_DEPTH_US, DECIDED_TEST_US, DECIDED_ROW_TEST_US = 18.0, 1.01, 0.0019, 0.0020
 #: The most node tests one run of the decided walk may hold: verify forces batches of up to
 #: this many through it (each a few int32 and float tensors of that size).
 DECIDED_MAX_ELEMENTS = 2**22
@@ -220,7 +224,7 @@ DECIDED_MAX_ELEMENTS = 2**22
 
 def decided_call_us(n_trees: int, nodes: int, depth: int) -> float:
     """The decided walk's one-row latency model (microseconds)."""
-    return CALL_US + DECIDED_OPERATOR_US * (DECIDED_OPERATORS + depth) + DECIDED_TEST_US * n_trees * nodes
+    return DECIDED_CALL_US + DECIDED_DEPTH_US * depth + DECIDED_TEST_US * n_trees * nodes
 
 
 def decided_rows(n_trees: int, nodes: int, depth: int, levels: int, width: int) -> int:
@@ -236,46 +240,35 @@ def decided_rows(n_trees: int, nodes: int, depth: int, levels: int, width: int) 
     return min(rows, flat_rows(n_trees, width) - 1)
 
 
-def decided_rows_max(n_trees: int, nodes: int, width: int) -> int:
-    """The most rows the decided walk is run on: every id (rows x trees x nodes) and input
-    offset (rows x ``width``) an int32, at most DECIDED_MAX_ELEMENTS node tests."""
-    return max(1, min((2**31 - 1) // (n_trees * nodes), (2**31 - 1) // max(width, 1), DECIDED_MAX_ELEMENTS // (n_trees * nodes)))
+def decided_rows_max(n_trees: int, nodes: int) -> int:
+    """The most rows the decided walk is run on: at most DECIDED_MAX_ELEMENTS node tests."""
+    return max(1, DECIDED_MAX_ELEMENTS // (n_trees * nodes))
 
 
-def _walk_decided(g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, tables: _Tables) -> str:
-    """The fewest rows, in ``b``: every node's test of every row at once ([N, T P]: one
-    ``GatherElements`` from the flat input, a ``Greater``), each node's next node from it
-    (``first`` + the test: a leaf's is itself), then one ``GatherElements`` per level follows
-    them from the roots, ids r T P + t P + node. Few operators, each over all the nodes: it wins
-    where the trees are deep for their nodes (leaf-wise). The exit as the flat walk's."""
-    int32 = onnx.TensorProto.INT32
+def _walk_decided(g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, rows: str, tables: _Tables) -> str:
+    """The fewest rows, in ``b``: every node's test of every row at once ([N, T P]: a
+    ``GatherElements`` from the input by the nodes' columns broadcast to the rows, a
+    ``Greater``), each node's next node from it (``first`` + the test, ids t P + node: a leaf's
+    is itself), then one gather per level follows them from the roots ([N, T]: a ``Gather`` of
+    the roots' next nodes, then ``GatherElements`` on axis 1). Few operators, each over all the
+    nodes: it wins where the trees are deep for their nodes (leaf-wise). The exit as the flat
+    walk's. (A ``Gather`` of the columns on axis 1 copies element by element: 5 ns each,
+    onnxruntime 1.31, where the broadcast columns' ``GatherElements`` takes about 1.)"""
     T, P = tab.column.shape
-    TP = T * P
-    width = tab.width
-    row_shape = g.const(np.asarray([1, -1], np.int64), "decided_row_shape")
-    vector = g.const(np.asarray([-1], np.int64), "decided_vector")
-
-    def row(table: str, minus: int, hint: str) -> str:  # [1, T P] constants (``minus``: row 1's offset taken off)
-        flat = g.op("Reshape", [table, row_shape], f"decided_{hint}")
-        return g.op("Sub", [flat, g.const(np.int32(minus), f"decided_{hint}_minus")], f"decided_{hint}_from0") if minus else flat
-
-    column, first, start = row(tables.column, width, "column"), row(tables.global_first, TP, "first"), row(tables.tree_start, TP, "tree_start")
-    threshold = row(tables.threshold, 0, "threshold")
-    # r + 1, counted along the rows (the augmented input is NaN-free, so a value equals itself;
-    # tract 0.23 evaluates no Range or Slice of a Shape inside an If)
-    col0 = b.op("Gather", [xa, b.const(np.zeros(1, np.int64), "decided_col0_index")], "decided_col0", axis=1)
-    one = b.op("Cast", [b.op("Equal", [col0, col0], "decided_present")], "decided_one", to=int32)
-    count = b.op("CumSum", [one, b.scalar(np.int64(0), "decided_axis")], "decided_count")
-    at = b.op("Add", [b.op("Mul", [count, b.const(np.int32(width), "decided_width")], "decided_row_end"), column], "decided_x_index")
-    xv = b.op("GatherElements", [b.op("Reshape", [xa, vector], "decided_x_flat"), b.op("Reshape", [at, vector], "decided_x_index_flat")], "decided_xv", axis=0)
-    right = b.op("Greater", [b.op("Reshape", [xv, b.const(np.asarray([-1, TP], np.int64), "decided_grid")], "decided_xv_rows"), threshold], "decided_right")
-    block = b.op("Mul", [count, b.const(np.int32(TP), "decided_block_size")], "decided_block_end")
-    nxt = b.op("Add", [b.op("Add", [b.op("Cast", [right], "decided_step", to=int32), block], "decided_step_rows"), first], "decided_next_rows")
-    roots = b.op("Add", [block, start], "decided_roots")
-    nxt, cur = b.op("Reshape", [nxt, vector], "decided_next"), b.op("Reshape", [roots, vector], "decided_node0")
-    for d in range(int(tab.depth[0])):
-        cur = b.op("GatherElements", [nxt, cur], f"decided_node{d + 1}", axis=0)
-    local = b.op("Sub", [b.op("Reshape", [cur, b.const(np.asarray([-1, T], np.int64), "decided_exit_grid")], "decided_exit_rows"), roots], "decided_exit_local")
+    vector, row_shape = g.const(np.asarray([-1], np.int64), "decided_vector"), g.const(np.asarray([1, -1], np.int64), "decided_row_shape")
+    # (made in ``g``, where runtimes fold them once)
+    column, threshold, first = (
+        g.op("Reshape", [t, row_shape], f"decided_{h}") for t, h in ((tables.column, "column"), (tables.threshold, "threshold"), (tables.global_first, "first"))
+    )
+    roots = g.op("Reshape", [tables.tree_start, vector], "decided_roots")
+    grid = b.op("Concat", [rows, b.const(np.ones(1, np.int64), "decided_one")], "decided_grid", axis=0)  # [N, 1]
+    xv = b.op("GatherElements", [xa, b.op("Expand", [column, grid], "decided_columns")], "decided_xv", axis=1)
+    right = b.op("Greater", [xv, threshold], "decided_right")
+    nxt = b.op("Add", [b.op("Cast", [right], "decided_step", to=onnx.TensorProto.INT32), first], "decided_next")
+    cur = b.op("Gather", [nxt, roots], "decided_node1", axis=1)
+    for d in range(1, int(tab.depth[0])):
+        cur = b.op("GatherElements", [nxt, cur], f"decided_node{d + 1}", axis=1)
+    local = b.op("Sub", [cur, g.op("Reshape", [tables.tree_start, row_shape], "decided_tree_start")], "decided_exit_rows")
     return b.op("Transpose", [local], "decided_exit", perm=[1, 0])
 
 
@@ -476,10 +469,10 @@ def us_per_row(ens: Ensemble) -> float:
     return PER_LEVEL_US * tree_levels(ens) + PER_TREE_US * ens.n_trees
 
 
-#: Latency model (microseconds; one row, the flat walk; :func:`call_us`): per run, per level of the deepest tree
-#: (the walk's operators), per tree level. Fitted to the batch-1 p50 of suite.py's seven
-#: workloads (onnxruntime 1.31, 2 threads; benchmarks/RESULTS.md, issue 22): within 13 %.
-CALL_US, PER_DEPTH_CALL_US, PER_LEVEL_CALL_US = 13.6, 4.30, 0.0066
+#: Latency model (microseconds; one row, the flat walk; :func:`call_us`): per run, per level of the
+#: deepest tree (the walk's operators), per tree level. Fitted to one-row p50s of 18 models
+#: (onnxruntime 1.31, 2 threads; benchmarks/latency_fit.py): within 18 %.
+CALL_US, PER_DEPTH_CALL_US, PER_LEVEL_CALL_US = 17.8, 4.25, 0.0066
 
 
 def flat_call_us(depth: int, levels: int) -> float:

@@ -1,0 +1,188 @@
+"""One row's p50 latency of every exact form on a range of model shapes, the least-squares fit of
+each form's latency model (``FormSpec.call_us``, what ``--batch-hint`` weighs), and whether
+``--form auto --batch-hint 1`` picks the fastest form: the measurements behind those constants.
+
+traverse is timed twice, each walk forced: the flat walk, and the decided walk (built by force
+where its model would not build it, as ``walk_speed.py --build-decided``). All graphs of a model
+run alternately in one process (onnxruntime CPU, ``--threads`` threads, ``--runs`` runs each, in
+rounds of 10), on rows of suite.py's data.
+
+    python benchmarks/latency_fit.py --out benchmarks/latency_fit.json         # the constants' fit
+    python benchmarks/latency_fit.py --out benchmarks/latency_fit_check.json   # a run with them: auto's picks
+    python benchmarks/latency_fit.py --report benchmarks/latency_fit.json      # the tables and fit again
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ab_speed import alternating_p50s  # noqa: E402
+from suite import data, workloads  # noqa: E402
+
+import tree2mat  # noqa: E402
+from tree2mat.errors import Tree2MatError  # noqa: E402
+from tree2mat.forms import _exact, auto, hierarchical, traverse  # noqa: E402
+from tree2mat.verify import forced_walk  # noqa: E402
+
+#: The timed graphs: the matrix forms, and traverse's two walks for the fewest rows.
+GRAPHS = ("sign", "bitvector", "hierarchical", "traverse/flat", "traverse/decided")
+
+
+def models(seed: int) -> dict:
+    """name -> (estimator factory, classes): small models (where a run's fixed operators are
+    most of it), benchmarks/form_speed.py's nine, and suite.py's seven workloads."""
+    import lightgbm as lgb
+    import xgboost as xgb
+    from sklearn.ensemble import GradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor
+
+    out = {
+        "XGBClassifier(5, depth 4)": (lambda: xgb.XGBClassifier(n_estimators=5, max_depth=4, random_state=seed), 2),
+        "XGBClassifier(20, depth 3)": (lambda: xgb.XGBClassifier(n_estimators=20, max_depth=3, random_state=seed), 2),
+        "XGBRegressor(50, depth 2)": (lambda: xgb.XGBRegressor(n_estimators=50, max_depth=2, random_state=seed), 0),
+        "LGBMClassifier(20, 7 leaves)": (lambda: lgb.LGBMClassifier(n_estimators=20, num_leaves=7, random_state=seed, verbose=-1), 2),
+        "RandomForestClassifier(10, depth 6)": (lambda: RandomForestClassifier(10, max_depth=6, random_state=seed, n_jobs=2), 2),
+        "GradientBoostingRegressor(30, depth 3)": (lambda: GradientBoostingRegressor(n_estimators=30, max_depth=3, random_state=seed), 0),
+        "GradientBoostingRegressor(100, depth 6)": (lambda: GradientBoostingRegressor(n_estimators=100, max_depth=6, random_state=seed), 0),
+        "RandomForestRegressor(50, depth 10)": (lambda: RandomForestRegressor(50, max_depth=10, random_state=seed, n_jobs=2), 0),
+        "LGBMRegressor(500, 7 leaves)": (lambda: lgb.LGBMRegressor(n_estimators=500, num_leaves=7, random_state=seed, verbose=-1), 0),
+        "LGBMRegressor(300, 31 leaves)": (lambda: lgb.LGBMRegressor(n_estimators=300, num_leaves=31, random_state=seed, verbose=-1), 0),
+        "XGBRegressor(300, depth 4)": (lambda: xgb.XGBRegressor(n_estimators=300, max_depth=4, random_state=seed), 0),
+    }
+    out.update({title: (factory, classes) for title, factory, classes in workloads(seed).values()})
+    return out
+
+
+def graphs(model, ens) -> dict:
+    """name -> graph (None where the form refuses the model, e.g. past its memory limit)."""
+    out: dict = {}
+    for form in ("sign", "bitvector", "hierarchical"):
+        try:
+            out[form] = tree2mat.convert(model, form)
+        except Tree2MatError:
+            out[form] = None
+    modelled = traverse.decided_rows
+    traverse.decided_rows = lambda *a: modelled(*a) or 1  # type: ignore[assignment]
+    try:
+        walk = tree2mat.convert(model, "traverse")
+    finally:
+        traverse.decided_rows = modelled  # type: ignore[assignment]
+    meta = {p.key: p.value for p in walk.metadata_props}
+    few = [name for name in meta.get("tree2mat.walk_few_tensor", "").split(",") if name]
+    out["traverse/flat"] = forced_walk(walk, 2**62)
+    out["traverse/decided"] = forced_walk(walk, dict.fromkeys(few, 2**62)) if few else None  # (trees of depth 1: one step, no walk)
+    return out
+
+
+def shape_of(ens) -> dict:
+    """What the latency models read."""
+    nodes, products = _exact.padded_work(ens)
+    k = hierarchical.block_depth(ens)
+    return {"T": ens.n_trees, "P": traverse.table_nodes(ens), "depth": max(int(ens.tree_depths().max()), 1),
+            "levels": traverse.tree_levels(ens), "nodes": nodes, "products": products, "k": k,
+            "stages": hierarchical.stages(ens, k), "cells": ens.n_trees * (2**k - 1)}
+
+
+def features(graph: str, s: dict) -> list[float]:
+    """Each graph's latency model, linear in its constants (the first: the run's fixed part)."""
+    return {
+        "sign": [1, s["nodes"], s["products"], s["T"]],
+        "bitvector": [1, s["nodes"], s["products"], s["T"]],
+        "hierarchical": [1, s["stages"], s["stages"] * s["cells"]],
+        "traverse/flat": [1, s["depth"], s["levels"]],
+        "traverse/decided": [1, s["depth"], s["T"] * s["P"]],
+    }[graph]
+
+
+#: The terms of :func:`features`, for the report.
+TERMS = {
+    "sign": ("call", "per node", "per product", "per tree"), "bitvector": ("call", "per node", "per product", "per tree"),
+    "hierarchical": ("call", "per stage", "per stage cell"), "traverse/flat": ("call", "per depth", "per tree level"),
+    "traverse/decided": ("call", "per depth", "per node test"),
+}
+
+
+def fit(results: list[dict]) -> dict:
+    """Least squares on the relative error, per graph: the constants and the worst error."""
+    out = {}
+    for graph in GRAPHS:
+        rows = [r for r in results if r["p50_us"].get(graph) is not None]
+        if len(rows) < len(TERMS[graph]):
+            continue
+        A = np.asarray([features(graph, r["shape"]) for r in rows], float)
+        t = np.asarray([r["p50_us"][graph] for r in rows])
+        coef, *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)
+        error = A @ coef / t - 1
+        out[graph] = {"constants": [float(c) for c in coef], "worst_error": float(np.abs(error).max()), "models": len(rows)}
+    return out
+
+
+def report(doc: dict) -> str:
+    lines = ["| model | " + " | ".join(GRAPHS) + " | fastest | auto at hint 1 | auto ÷ fastest |", "|---" * (len(GRAPHS) + 4) + "|"]
+    for r in doc["results"]:
+        p = r["p50_us"]
+        timed = {g: v for g, v in p.items() if v is not None}
+        best = min(timed, key=timed.get)
+        pick = r["auto"] if r["auto"] != "traverse" else ("traverse/decided" if r["auto_decided"] else "traverse/flat")
+        cells = [f"{p[g]:.1f}" if p.get(g) is not None else "–" for g in GRAPHS]
+        ratio = f"{timed[pick] / timed[best]:.2f}" if pick in timed else "–"
+        lines.append(f"| {r['model']} | " + " | ".join(cells) + f" | {best} | {pick} | {ratio} |")
+    lines.append("")
+    for graph, f in fit(doc["results"]).items():
+        named = ", ".join(f"{n} {c:.4g}" for n, c in zip(TERMS[graph], f["constants"]))
+        lines.append(f"{graph}: {named} us; worst error {f['worst_error']:.0%} over {f['models']} models")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200, help="runs per graph (alternating every 10)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", nargs="*", help="model names as in the table (default: all)")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--report", type=Path, help="print the tables and fit of an earlier --out and stop")
+    args = parser.parse_args()
+    if args.report:
+        print(report(json.loads(args.report.read_text())))
+        return 0
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = args.threads
+    opts.log_severity_level = 3
+    results = []
+    for name, (factory, classes) in models(args.seed).items():
+        if args.only and name not in args.only:
+            continue
+        X, y, rows = data(classes, 1000, args.seed)
+        model = factory().fit(X, y)
+        ens = tree2mat.load(model)
+        made = graphs(model, ens)
+        sessions = {g: ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"]) for g, m in made.items() if m is not None}
+        p = {g: t * 1e6 for g, t in alternating_p50s(sessions, np.ascontiguousarray(rows[:1]), args.runs).items()}
+        choice = auto.choose(ens, batch_hint=1)
+        shape = shape_of(ens)
+        decided = bool(traverse.decided_rows(shape["T"], shape["P"], shape["depth"], shape["levels"], ens.n_features))
+        row = {"model": name, "shape": shape, "p50_us": {g: p.get(g) for g in GRAPHS}, "auto": choice.form, "auto_decided": decided,
+               "estimates_us": {e.form: e.us_per_row for e in choice.estimates}}
+        print(json.dumps(row), file=sys.stderr, flush=True)
+        results.append(row)
+    doc = {"machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPUs, {platform.system()}", "python": platform.python_version(),
+           "onnxruntime": ort.__version__, "threads": args.threads, "tree2mat": tree2mat.__version__, "date": time.strftime("%Y-%m-%d"),
+           "results": results}
+    print(report(doc))
+    if args.out:
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
