@@ -45,15 +45,15 @@ def timed(sess: ort.InferenceSession, X: np.ndarray) -> float:
     return time.perf_counter() - start
 
 
-def alternating_p50s(sessions: dict[str, ort.InferenceSession], X: np.ndarray, runs: int) -> dict[str, float]:
-    """Each session's p50 (seconds) over ``runs`` runs on ``X``, the sessions taking turns every
-    10 runs after one warm-up run each."""
+def alternating_p50s(sessions: dict[str, ort.InferenceSession], X: np.ndarray, runs: int, turn: int = 10) -> dict[str, float]:
+    """Each session's p50 (seconds) over ``runs`` runs on ``X`` (at least ``turn``), the sessions
+    taking turns every ``turn`` runs after one warm-up run each."""
     times: dict[str, list[float]] = {k: [] for k in sessions}
     for s in sessions.values():
         timed(s, X)
-    for _ in range(max(1, runs // 10)):
+    for _ in range(max(1, runs // turn)):
         for k, s in sessions.items():
-            times[k].extend(timed(s, X) for _ in range(10))
+            times[k].extend(timed(s, X) for _ in range(turn))
     return {k: float(np.median(v)) for k, v in times.items()}
 
 

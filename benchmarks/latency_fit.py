@@ -5,7 +5,10 @@ each form's latency model (``FormSpec.call_us``, what ``--batch-hint`` weighs), 
 traverse is timed twice, each walk forced: the flat walk, and the decided walk (built by force
 where its model would not build it, as ``walk_speed.py --build-decided``). All graphs of a model
 run alternately in one process (onnxruntime CPU, ``--threads`` threads, ``--runs`` runs each, in
-rounds of 10), on rows of suite.py's data.
+rounds of 10), on rows of suite.py's data. At each of ``--hints`` (batch sizes) the forms' graphs
+(traverse's as built) are timed again, next to auto's pick at that ``--batch-hint``; at the
+default hint's 10 000 rows (3 runs each) that is the time per row ``FormSpec.us_per_row``
+estimates, fitted too.
 
     python benchmarks/latency_fit.py --out benchmarks/latency_fit.json         # the constants' fit
     python benchmarks/latency_fit.py --out benchmarks/latency_fit_check.json   # a run with them: auto's picks
@@ -36,6 +39,8 @@ from tree2mat.verify import forced_walk  # noqa: E402
 
 #: The timed graphs: the matrix forms, and traverse's two walks for the fewest rows.
 GRAPHS = ("sign", "bitvector", "hierarchical", "traverse/flat", "traverse/decided")
+#: The graphs timed at ``--hints``: every exact form's graph as built.
+HINT_FORMS = ("sign", "bitvector", "hierarchical", "traverse")
 
 
 def models(seed: int) -> dict:
@@ -103,6 +108,23 @@ def features(graph: str, s: dict) -> list[float]:
     }[graph]
 
 
+def per_row_features(form: str, s: dict) -> list[float]:
+    """Each form's model of the time per row in runs of many rows (``FormSpec.us_per_row``)."""
+    return {
+        "sign": [s["nodes"], s["products"]],
+        "bitvector": [s["nodes"], s["products"]],
+        "hierarchical": [s["stages"] * s["T"], s["stages"] * s["T"] * 2 ** s["k"] * (2 ** s["k"] - 1)],
+        "traverse": [s["levels"], s["T"]],
+    }[form]
+
+
+#: The terms of :func:`per_row_features`, for the report.
+PER_ROW_TERMS = {
+    "sign": ("per node", "per product"), "bitvector": ("per node", "per product"),
+    "hierarchical": ("per stage and tree", "per stage's template product"), "traverse": ("per tree level", "per tree"),
+}
+
+
 #: The terms of :func:`features`, for the report.
 TERMS = {
     "sign": ("call", "per node", "per product", "per tree"), "bitvector": ("call", "per node", "per product", "per tree"),
@@ -111,35 +133,65 @@ TERMS = {
 }
 
 
+def _least_squares(A: np.ndarray, t: np.ndarray, models: int) -> dict:
+    """Least squares on the relative error: the constants and the worst error."""
+    coef, *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)
+    return {"constants": [float(c) for c in coef], "worst_error": float(np.abs(A @ coef / t - 1).max()), "models": models}
+
+
 def fit(results: list[dict]) -> dict:
-    """Least squares on the relative error, per graph: the constants and the worst error."""
+    """Per graph, the one-row model's constants (:func:`features`)."""
     out = {}
     for graph in GRAPHS:
         rows = [r for r in results if r["p50_us"].get(graph) is not None]
-        if len(rows) < len(TERMS[graph]):
-            continue
-        A = np.asarray([features(graph, r["shape"]) for r in rows], float)
-        t = np.asarray([r["p50_us"][graph] for r in rows])
-        coef, *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)
-        error = A @ coef / t - 1
-        out[graph] = {"constants": [float(c) for c in coef], "worst_error": float(np.abs(error).max()), "models": len(rows)}
+        if len(rows) >= len(TERMS[graph]):
+            A = np.asarray([features(graph, r["shape"]) for r in rows], float)
+            out[graph] = _least_squares(A, np.asarray([r["p50_us"][graph] for r in rows]), len(rows))
     return out
+
+
+def fit_per_row(results: list[dict], rows: int) -> dict:
+    """Per form, the per-row model's constants (:func:`per_row_features`) from the runs of
+    ``rows`` rows."""
+    out = {}
+    for form in HINT_FORMS:
+        timed = [(r["shape"], r["hints"][str(rows)]["p50_us"][form] / rows) for r in results
+                 if r.get("hints", {}).get(str(rows), {}).get("p50_us", {}).get(form) is not None]
+        if len(timed) >= len(PER_ROW_TERMS[form]):
+            A = np.asarray([per_row_features(form, s) for s, _ in timed], float)
+            out[form] = _least_squares(A, np.asarray([t for _, t in timed]), len(timed))
+    return out
+
+
+def _pick_row(p: dict, pick: str) -> tuple[str, str, str]:
+    """The fastest of the timed graphs ``p``, auto's ``pick`` and its time over the fastest's."""
+    timed = {g: v for g, v in p.items() if v is not None}
+    best = min(timed, key=timed.get)
+    return best, pick, f"{timed[pick] / timed[best]:.2f}" if pick in timed else "–"
 
 
 def report(doc: dict) -> str:
     lines = ["| model | " + " | ".join(GRAPHS) + " | fastest | auto at hint 1 | auto ÷ fastest |", "|---" * (len(GRAPHS) + 4) + "|"]
     for r in doc["results"]:
         p = r["p50_us"]
-        timed = {g: v for g, v in p.items() if v is not None}
-        best = min(timed, key=timed.get)
         pick = r["auto"] if r["auto"] != "traverse" else ("traverse/decided" if r["auto_decided"] else "traverse/flat")
         cells = [f"{p[g]:.1f}" if p.get(g) is not None else "–" for g in GRAPHS]
-        ratio = f"{timed[pick] / timed[best]:.2f}" if pick in timed else "–"
-        lines.append(f"| {r['model']} | " + " | ".join(cells) + f" | {best} | {pick} | {ratio} |")
+        lines.append(f"| {r['model']} | " + " | ".join(cells) + " | " + " | ".join(_pick_row(p, pick)) + " |")
+    hinted = [(r["model"], int(b), h) for r in doc["results"] for b, h in r.get("hints", {}).items()]
+    if hinted:
+        lines += ["", "| model | rows | " + " | ".join(HINT_FORMS) + " | fastest | auto at that hint | auto ÷ fastest |",
+                  "|---" * (len(HINT_FORMS) + 5) + "|"]
+        for model, b, h in hinted:
+            cells = [f"{h['p50_us'][f]:.1f}" if h["p50_us"].get(f) is not None else "–" for f in HINT_FORMS]
+            lines.append(f"| {model} | {b} | " + " | ".join(cells) + " | " + " | ".join(_pick_row(h["p50_us"], h["auto"])) + " |")
     lines.append("")
     for graph, f in fit(doc["results"]).items():
         named = ", ".join(f"{n} {c:.4g}" for n, c in zip(TERMS[graph], f["constants"]))
-        lines.append(f"{graph}: {named} us; worst error {f['worst_error']:.0%} over {f['models']} models")
+        lines.append(f"one row, {graph}: {named} us; worst error {f['worst_error']:.0%} over {f['models']} models")
+    many = auto.DEFAULT_BATCH_HINT
+    for form, f in fit_per_row(doc["results"], many).items():
+        named = ", ".join(f"{n} {c:.4g}" for n, c in zip(PER_ROW_TERMS[form], f["constants"]))
+        lines.append(f"per row at {many} rows, {form}: {named} us; worst error {f['worst_error']:.0%} over {f['models']} models")
     return "\n".join(lines)
 
 
@@ -149,6 +201,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", help="model names as in the table (default: all)")
+    parser.add_argument("--hints", default=f"10,100,{auto.DEFAULT_BATCH_HINT}",
+                        help="batch sizes at which auto's pick is checked too (empty: none); the default hint's: the per-row fit")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--report", type=Path, help="print the tables and fit of an earlier --out and stop")
     args = parser.parse_args()
@@ -162,17 +216,24 @@ def main() -> int:
     for name, (factory, classes) in models(args.seed).items():
         if args.only and name not in args.only:
             continue
-        X, y, rows = data(classes, 1000, args.seed)
+        hint_rows = [int(h) for h in args.hints.split(",") if h]
+        X, y, rows = data(classes, max([1, *hint_rows]), args.seed)
         model = factory().fit(X, y)
         ens = tree2mat.load(model)
         made = graphs(model, ens)
+        made["traverse"] = tree2mat.convert(model, "traverse")
         sessions = {g: ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"]) for g, m in made.items() if m is not None}
-        p = {g: t * 1e6 for g, t in alternating_p50s(sessions, np.ascontiguousarray(rows[:1]), args.runs).items()}
+        p = {g: t * 1e6 for g, t in alternating_p50s({g: s for g, s in sessions.items() if g in GRAPHS}, np.ascontiguousarray(rows[:1]), args.runs).items()}
+        hints = {}
+        for b in hint_rows:
+            many = b >= 1000  # (3 runs, taking turns every run)
+            at_b = alternating_p50s({g: s for g, s in sessions.items() if g in HINT_FORMS}, np.ascontiguousarray(rows[:b]), 3 if many else args.runs, 1 if many else 10)
+            hints[str(b)] = {"p50_us": {f: at_b[f] * 1e6 if f in at_b else None for f in HINT_FORMS}, "auto": auto.choose(ens, batch_hint=b).form}
         choice = auto.choose(ens, batch_hint=1)
         shape = shape_of(ens)
         decided = bool(traverse.decided_rows(shape["T"], shape["P"], shape["depth"], shape["levels"], ens.n_features))
         row = {"model": name, "shape": shape, "p50_us": {g: p.get(g) for g in GRAPHS}, "auto": choice.form, "auto_decided": decided,
-               "estimates_us": {e.form: e.us_per_row for e in choice.estimates}}
+               "estimates_us": {e.form: e.us_per_row for e in choice.estimates}, "hints": hints}
         print(json.dumps(row), file=sys.stderr, flush=True)
         results.append(row)
     doc = {"machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPUs, {platform.system()}", "python": platform.python_version(),

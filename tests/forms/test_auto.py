@@ -223,6 +223,20 @@ def test_leaf_wise_trees_walk_decided_at_one_row(leafwise):
     assert "tree2mat.walk_few" in _meta(tree2mat.convert(model, "traverse"))
 
 
+def test_traverse_estimates_the_walk_its_graph_takes_at_each_batch(leafwise):
+    """traverse's estimate of a run of b rows is linear in b within each walk's rows, and changes
+    course exactly where the graph changes walks (its metadata: the decided walk up to
+    ``tree2mat.walk_few`` rows, the flat one up to ``tree2mat.walk_rows``, the wide one above)."""
+    model, _ = leafwise
+    ens = tree2mat.load(model)
+    meta = _meta(tree2mat.convert(model, "traverse"))
+    few, flat = int(meta["tree2mat.walk_few"]), int(meta["tree2mat.walk_rows"])
+    run = [FORMS["traverse"].run_us(ens, b) for b in range(flat + 4)]  # (run[0] unused)
+    kinks = {b for b in range(2, flat + 3) if run[b + 1] - run[b] != pytest.approx(run[b] - run[b - 1])}
+    assert kinks == {few, few + 1, flat, flat + 1}
+    assert run[1] == FORMS["traverse"].call_us(ens)
+
+
 def test_batch_hint_weighs_each_forms_run_overhead(few_shallow):
     """``--batch-hint 1`` picks the form whose one-row run is estimated fastest (operators'
     overhead and one row's work), the default the fastest per row in runs of 10 000; the choice
@@ -232,7 +246,8 @@ def test_batch_hint_weighs_each_forms_run_overhead(few_shallow):
     one, many = auto.choose(ens, batch_hint=1), auto.choose(ens)
     for choice, hint in ((one, 1), (many, auto.DEFAULT_BATCH_HINT)):
         spec = FORMS[choice.form]
-        expected = (spec.call_us(ens) + (hint - 1) * spec.us_per_row(ens)) / hint
+        run = spec.run_us(ens, hint) if spec.run_us is not None else spec.call_us(ens) + (hint - 1) * spec.us_per_row(ens)
+        expected = run / hint
         assert choice.estimates[[e.form for e in choice.estimates].index(choice.form)].us_per_row == pytest.approx(expected)
         assert choice.form == min((e for e in choice.estimates if e.fits), key=lambda e: e.us_per_row).form
         assert f"in runs of {hint} row" in choice.reason

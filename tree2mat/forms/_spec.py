@@ -50,6 +50,9 @@ class FormSpec:
     #: large batch spreads over its rows): ``--batch-hint`` weighs it (a run of b rows: ``call_us
     #: + (b - 1) us_per_row``). None: ``us_per_row`` (no overhead known: as at any batch).
     call_us: Callable[[Ensemble], float] | None = None
+    #: Estimated CPU time of one run of b rows, microseconds, where the form knows better than
+    #: ``call_us + (b - 1) us_per_row`` (traverse: the walk its graph takes at b rows).
+    run_us: Callable[[Ensemble, int], float] | None = None
     #: Element types its path-matching MatMul can run in (``--matmul``); exact forms only.
     matmul: tuple[str, ...] = ("float32",)
     #: Exact forms: ``exit_layout(ens, dtype)``, the ``(order, slots, index_dtype)`` of the exit

@@ -9,12 +9,14 @@ benchmarks/RESULTS.md), and says what memory it needs (``constant_bytes``, ``byt
   groups the trees are padded in (``T_g (I_g + L_g)``: per-node and per-leaf passes;
   ``T_g I_g L_g``: the MatMul);
 - traverse: ``c * levels + d * T``, levels being the sum of the trees' depths (a few gathers
-  per tree and level, then per tree its leaf and value).
+  per tree and level, then per tree its leaf and value);
+- hierarchical: per stage and tree, and per product of a stage's test bits with its template
+  (benchmarks/latency_fit.py fits it, and every form's one-row model).
 
 Auto picks the fastest candidate whose constants and intermediates for BUDGET_ROWS rows fit the
 budget, for runs of ``--batch-hint`` rows (default BUDGET_ROWS): a run of b rows is estimated at
 ``call_us + (b - 1) * us_per_row``, ``call_us`` being one row's run (the operators' overhead,
-fitted to batch-1 latencies). At one row the matrix forms' few operators can beat the walk's
+fitted to batch-1 latencies; traverse's ``run_us`` follows the walk its graph takes at b rows). At one row the matrix forms' few operators can beat the walk's
 many (LightGBM's 31-leaf trees); at 10 000 rows the walk wins nearly everywhere. In runs of 10 000 rows the walk measured fastest on every model (3 to 30 times the
 matrix forms), and its memory is the smallest, so auto picks ``traverse`` nearly always there;
 the matrix forms matter where it does not fit, and at a few rows. The constants are the CPU's (no GPU was available to fit CUDA ones): the choice is the
@@ -67,7 +69,9 @@ def estimate(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY
     fits = memory <= max_memory and constants <= spec.constant_limit()
     batch_hint = check_batch_hint(batch_hint)
     us = float("nan")
-    if spec.us_per_row is not None:
+    if spec.run_us is not None:
+        us = spec.run_us(ens, batch_hint) / batch_hint
+    elif spec.us_per_row is not None:
         per_row = spec.us_per_row(ens)
         call = spec.call_us(ens) if spec.call_us is not None else per_row  # (no latency model: as at any batch)
         us = (call + (batch_hint - 1) * per_row) / batch_hint

@@ -129,9 +129,12 @@ DEPTHS = (2, 3, 4)
 #: per test cell of a stage (trees x (2^k - 1)). Fitted to one-row p50s of 18 models
 #: (benchmarks/latency_fit.py), within 23 %.
 CALL_US, STAGE_US, PER_CELL_US = 13.0, 8.1, 0.036
-#: Cost model per row (microseconds per stage and tree; the same runs at 10 000 rows: 0.022 to
-#: 0.034 on the seven workloads, whatever k).
-PER_STAGE_TREE_US = 0.027
+#: Cost model per row (microseconds per stage and tree, and per product of a stage's test bits
+#: with the template: trees x 2^k x (2^k - 1)), fitted to runs of 10 000 rows of 18 models
+#: (benchmarks/latency_fit.py; within 56 %: the earlier 0.027 a stage and tree, fitted on seven
+#: large models, put five trees of depth 4 at 0.14 us a row where they take 4.9: auto at
+#: --batch-hint 100 would pick this form there, 5.8 x slower than bitvector).
+PER_STAGE_TREE_US, PER_TEMPLATE_PRODUCT_US = 0.0164, 0.00416
 
 
 def stages(ens: Ensemble, k: int) -> int:
@@ -206,7 +209,8 @@ def bytes_per_row(ens: Ensemble) -> int:
 
 
 def us_per_row(ens: Ensemble) -> float:
-    return PER_STAGE_TREE_US * ens.n_trees * stages(ens, block_depth(ens))
+    k = block_depth(ens)
+    return stages(ens, k) * ens.n_trees * (PER_STAGE_TREE_US + PER_TEMPLATE_PRODUCT_US * 2**k * (2**k - 1))
 
 
 def call_us(ens: Ensemble) -> float:

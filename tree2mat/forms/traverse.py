@@ -480,15 +480,23 @@ def flat_call_us(depth: int, levels: int) -> float:
     return CALL_US + PER_DEPTH_CALL_US * max(depth, 1) + PER_LEVEL_CALL_US * levels
 
 
-def call_us(ens: Ensemble) -> float:
-    """One row's run: the flat walk's model, or the decided walk's where the graph has it (so
-    ``--batch-hint`` weighs the decided walk's one-row time for any hint; past its few rows the
-    flat walk's per-row time is the closer one)."""
+def run_us(ens: Ensemble, rows: int) -> float:
+    """A run of ``rows`` rows through the walk the graph takes for them: the decided walk's model
+    up to its rows (each further row DECIDED_ROW_TEST_US a node test), the flat walk's up to
+    :func:`flat_rows` (PER_LEVEL_CALL_US a tree level), the wide walk's above (``us_per_row``)."""
     depth, levels = max(int(ens.tree_depths().max()), 1), tree_levels(ens)
     T, P = ens.n_trees, table_nodes(ens)
-    if depth > 1 and decided_rows(T, P, depth, levels, ens.n_features):  # (the input width only caps rows past 2**31 offsets)
-        return decided_call_us(T, P, depth)
-    return flat_call_us(depth, levels)
+    width = ens.n_features  # (the augmented input's width only caps rows past 2**31 offsets)
+    if rows <= (decided_rows(T, P, depth, levels, width) if depth > 1 else 0):
+        return decided_call_us(T, P, depth) + (rows - 1) * DECIDED_ROW_TEST_US * T * P
+    if rows <= flat_rows(T, width):
+        return flat_call_us(depth, levels) + (rows - 1) * PER_LEVEL_CALL_US * levels
+    return flat_call_us(depth, levels) + (rows - 1) * us_per_row(ens)
+
+
+def call_us(ens: Ensemble) -> float:
+    """One row's run: the decided walk's model where the graph has it, else the flat walk's."""
+    return run_us(ens, 1)
 
 
 FORM = FormSpec(
@@ -501,6 +509,7 @@ FORM = FormSpec(
     constant_limit=constant_limit,
     us_per_row=us_per_row,
     call_us=call_us,
+    run_us=run_us,
     exit_layout=exit_layout,
     proven_on=ALL_RUNTIMES,
 )
