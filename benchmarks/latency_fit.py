@@ -10,8 +10,8 @@ rounds of 10), on rows of suite.py's data. At each of ``--hints`` (batch sizes) 
 default hint's 10 000 rows (3 runs each) that is the time per row ``FormSpec.us_per_row``
 estimates, fitted too.
 
-    python benchmarks/latency_fit.py --out benchmarks/latency_fit.json         # the constants' fit
-    python benchmarks/latency_fit.py --out benchmarks/latency_fit_check.json   # a run with them: auto's picks
+    python benchmarks/latency_fit.py --hints "" --out benchmarks/latency_fit.json   # the one-row fit
+    python benchmarks/latency_fit.py --out benchmarks/latency_fit_check.json         # a run with the constants: auto's picks
     python benchmarks/latency_fit.py --report benchmarks/latency_fit.json      # the tables and fit again
 """
 
@@ -39,6 +39,8 @@ from tree2mat.verify import forced_walk  # noqa: E402
 
 #: The timed graphs: the matrix forms, and traverse's two walks for the fewest rows.
 GRAPHS = ("sign", "bitvector", "hierarchical", "traverse/flat", "traverse/decided")
+#: The scoring rows generated per model (suite.py's data: the training rows depend on it).
+SCORING_ROWS = 10_000
 #: The graphs timed at ``--hints``: every exact form's graph as built.
 HINT_FORMS = ("sign", "bitvector", "hierarchical", "traverse")
 
@@ -68,24 +70,33 @@ def models(seed: int) -> dict:
 
 
 def graphs(model, ens) -> dict:
-    """name -> graph (None where the form refuses the model, e.g. past its memory limit)."""
+    """name -> graph (None where the form refuses the model, e.g. past its memory limit): the
+    GRAPHS, and traverse's as built."""
     out: dict = {}
     for form in ("sign", "bitvector", "hierarchical"):
         try:
             out[form] = tree2mat.convert(model, form)
         except Tree2MatError:
             out[form] = None
-    modelled = traverse.decided_rows
-    traverse.decided_rows = lambda *a: modelled(*a) or 1  # type: ignore[assignment]
-    try:
-        walk = tree2mat.convert(model, "traverse")
-    finally:
-        traverse.decided_rows = modelled  # type: ignore[assignment]
-    meta = {p.key: p.value for p in walk.metadata_props}
-    few = [name for name in meta.get("tree2mat.walk_few_tensor", "").split(",") if name]
-    out["traverse/flat"] = forced_walk(walk, 2**62)
+    out["traverse"] = built = tree2mat.convert(model, "traverse")
+    out["traverse/flat"] = forced_walk(built, 2**62)  # (on the graph as built: no decided walk's If where it has none)
+    walk = built
+    if not _few(built):
+        modelled = traverse.decided_rows
+        traverse.decided_rows = lambda *a: modelled(*a) or 1  # type: ignore[assignment]
+        try:
+            walk = tree2mat.convert(model, "traverse")
+        finally:
+            traverse.decided_rows = modelled  # type: ignore[assignment]
+    few = _few(walk)
     out["traverse/decided"] = forced_walk(walk, dict.fromkeys(few, 2**62)) if few else None  # (trees of depth 1: one step, no walk)
     return out
+
+
+def _few(graph) -> list[str]:
+    """The names of the decided walk's row limits in ``graph`` (none: it has no decided walk)."""
+    meta = {p.key: p.value for p in graph.metadata_props}
+    return [name for name in meta.get("tree2mat.walk_few_tensor", "").split(",") if name]
 
 
 def shape_of(ens) -> dict:
@@ -206,6 +217,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--report", type=Path, help="print the tables and fit of an earlier --out and stop")
     args = parser.parse_args()
+    hint_rows = [int(h) for h in args.hints.split(",") if h]
+    if any(not 1 <= b <= SCORING_ROWS for b in hint_rows):
+        parser.error(f"--hints: batch sizes from 1 to {SCORING_ROWS}")
     if args.report:
         print(report(json.loads(args.report.read_text())))
         return 0
@@ -216,12 +230,10 @@ def main() -> int:
     for name, (factory, classes) in models(args.seed).items():
         if args.only and name not in args.only:
             continue
-        hint_rows = [int(h) for h in args.hints.split(",") if h]
-        X, y, rows = data(classes, max([1, *hint_rows]), args.seed)
+        X, y, rows = data(classes, SCORING_ROWS, args.seed)  # (the same models whatever --hints)
         model = factory().fit(X, y)
         ens = tree2mat.load(model)
         made = graphs(model, ens)
-        made["traverse"] = tree2mat.convert(model, "traverse")
         sessions = {g: ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"]) for g, m in made.items() if m is not None}
         p = {g: t * 1e6 for g, t in alternating_p50s({g: s for g, s in sessions.items() if g in GRAPHS}, np.ascontiguousarray(rows[:1]), args.runs).items()}
         hints = {}

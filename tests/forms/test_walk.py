@@ -11,7 +11,6 @@ import pytest
 from sklearn.datasets import make_classification
 
 import tree2mat
-from tree2mat.errors import VerificationError
 from tree2mat.forms import _layout, traverse
 
 
@@ -59,8 +58,8 @@ def test_padded_and_cut_walks_route_as_lightgbm(n_trees):
 def test_the_decided_walk_routes_as_lightgbm_at_every_batch_it_takes():
     """The decided walk (every node's test at once, then one gather a level) on leaf-wise trees
     with NaN and categorical splits, batches of 1 to its most rows, straight through the graph
-    (no forcing): probabilities as LightGBM's; a fault in its roots (each tree started at the next one's)
-    shows in verify's copy forced through that walk alone."""
+    (no forcing): probabilities as LightGBM's; a fault in its node columns shows in verify's copy
+    forced through that walk alone."""
     X, y = make_classification(2000, 10, n_informative=6, random_state=3)
     X = X.astype(np.float32)
     X[:, 9] = np.floor(np.abs(X[:, 9]) * 3)
@@ -81,23 +80,21 @@ def test_the_decided_walk_routes_as_lightgbm_at_every_batch_it_takes():
             np.testing.assert_allclose(got, want[start:start + n], rtol=1e-5, atol=1e-6)
     broken = onnx.ModelProto()
     broken.CopyFrom(onx)
-    # (each tree's walk started at the next tree's root: the last one's is past the table)
-    roots = next(n for n in broken.graph.node if n.output[0] == "decided_roots")
-    broken.graph.node.remove(roots)
-    start = onnx.numpy_helper.to_array(next(t for t in broken.graph.initializer if t.name == roots.input[0])).ravel()
-    broken.graph.initializer.append(onnx.numpy_helper.from_array(start + start[1], "decided_roots"))
-    # verify's three forced copies of the broken graph: only the decided walk's is wrong (its
-    # trees walk the next tree's nodes: the outputs differ, or the gather is out of range)
+    # (every internal node of the decided walk reads the augmented input's first column: its rows
+    # take other paths and reach other leaves, none out of range)
+    tables = {t.name: onnx.numpy_helper.to_array(t) for t in broken.graph.initializer}
+    reshape = next(n for n in broken.graph.node if n.output[0] == "decided_column")
+    first = tables["node_first"]
+    internal = first != np.arange(first.shape[1])
+    broken.graph.initializer.append(onnx.numpy_helper.from_array(np.where(internal, 0, tables[reshape.input[0]]).astype(np.int32), "wrong_column"))
+    reshape.input[0] = "wrong_column"
+    # verify's three forced copies of the broken graph: only the decided walk's outputs differ
     forced = walks(broken, 500)[0]
     assert [w for w, _, _ in forced] == [f">{walk_rows} rows", f"<={walk_rows} rows", f"<={few} rows"]
     for walk, graph, per_run in forced:
         runner = GraphRunner(graph, "cpu")
-        try:
-            got = np.concatenate([runner.run(X[k:k + per_run], per_run)["probabilities"] for k in range(0, 600, per_run)])
-            right = np.allclose(got, want[:len(got)], rtol=1e-5, atol=1e-6)
-        except VerificationError:
-            right = False
-        assert right == (walk != f"<={few} rows"), walk
+        got = np.concatenate([runner.run(X[k:k + per_run], per_run)["probabilities"] for k in range(0, 600, per_run)])
+        assert np.allclose(got, want[:len(got)], rtol=1e-5, atol=1e-6) == (walk != f"<={few} rows"), walk
 
 
 def test_cuts_keep_a_multiple_of_the_copies_and_pay_for_themselves():

@@ -16,10 +16,13 @@ benchmarks/RESULTS.md), and says what memory it needs (``constant_bytes``, ``byt
 Auto picks the fastest candidate whose constants and intermediates for BUDGET_ROWS rows fit the
 budget, for runs of ``--batch-hint`` rows (default BUDGET_ROWS): a run of b rows is estimated at
 ``call_us + (b - 1) * us_per_row``, ``call_us`` being one row's run (the operators' overhead,
-fitted to batch-1 latencies; traverse's ``run_us`` follows the walk its graph takes at b rows). At one row the matrix forms' few operators can beat the walk's
-many (LightGBM's 31-leaf trees); at 10 000 rows the walk wins nearly everywhere. In runs of 10 000 rows the walk measured fastest on every model (3 to 30 times the
-matrix forms), and its memory is the smallest, so auto picks ``traverse`` nearly always there;
-the matrix forms matter where it does not fit, and at a few rows. The constants are the CPU's (no GPU was available to fit CUDA ones): the choice is the
+fitted to batch-1 latencies; traverse's ``run_us`` follows the walk its graph takes at b rows).
+At one row the matrix forms' few operators can beat the walk's many on small models (up to 30
+trees). In runs of 10 000 rows the walk measured fastest on every model of 50 trees or more (3
+to 30 times the matrix forms), and its memory is the smallest, so auto picks ``traverse`` nearly
+always there; the matrix forms matter where it does not fit, and at a few rows (on models of up
+to 30 trees ``sign`` or ``bitvector`` can be faster at any batch, which the model misses:
+benchmarks/latency_fit_check.json). The constants are the CPU's (no GPU was available to fit CUDA ones): the choice is the
 same on every device.
 """
 

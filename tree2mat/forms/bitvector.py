@@ -37,8 +37,8 @@ def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
 
 
 #: Cost model (microseconds per padded node and leaf, per matrix entry; benchmarks/form_speed.py
-#: fits them; one row's run: benchmarks/latency_fit.py, within 22 % on 13 models).
+#: fits them; one row's run: benchmarks/latency_fit.json, within 26 % on 13 models).
 FORM = _exact.dense_form(
     "bitvector", build, "QuickScorer as a matrix (Rethink Traversal Alg. 2): leftmost ArgMax(Q z), all trees in one MatMul",
-    per_node_us=0.00374, per_product_us=1.54e-5, call=(17.6, 0.00223, 1.62e-4, 0.120),
+    per_node_us=0.00374, per_product_us=1.54e-5, call=(17.6, 0.00139, 1.86e-4, 0.138),
 )

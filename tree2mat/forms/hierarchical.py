@@ -127,13 +127,13 @@ def blocks(tab: traverse.NodeTable, k: int) -> Blocks:
 DEPTHS = (2, 3, 4)
 #: Latency model at one row (microseconds): the run's operators around the stages, per stage, and
 #: per test cell of a stage (trees x (2^k - 1)). Fitted to one-row p50s of 18 models
-#: (benchmarks/latency_fit.py), within 23 %.
-CALL_US, STAGE_US, PER_CELL_US = 13.0, 8.1, 0.036
+#: (benchmarks/latency_fit.json), within 12 %.
+CALL_US, STAGE_US, PER_CELL_US = 11.9, 8.9, 0.037
 #: Cost model per row (microseconds per stage and tree, and per product of a stage's test bits
 #: with the template: trees x 2^k x (2^k - 1)), fitted to runs of 10 000 rows of 18 models
-#: (benchmarks/latency_fit.py; within 56 %: the earlier 0.027 a stage and tree, fitted on seven
-#: large models, put five trees of depth 4 at 0.14 us a row where they take 4.9: auto at
-#: --batch-hint 100 would pick this form there, 5.8 x slower than bitvector).
+#: (benchmarks/latency_fit_rows.json; within 56 %): the earlier 0.027 a stage and tree, fitted
+#: on seven large models, put five trees of depth 4 at 0.14 us a row where they take 4.9, and
+#: auto at --batch-hint 100 would pick this form there, 5.8 x slower than bitvector.
 PER_STAGE_TREE_US, PER_TEMPLATE_PRODUCT_US = 0.0164, 0.00416
 
 

@@ -203,20 +203,20 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     )
 
 
-#: The decided walk (:func:`_walk_decided`): built where its one-row latency model (:func:`call_us`)
-#: is under the flat walk's: DECIDED_CALL_US, DECIDED_DEPTH_US a level of the deepest tree (the
-#: walk runs 8 operators and one a level) and DECIDED_TEST_US a node test (trees x nodes),
-#: fitted to one-row p50s of 18 models (benchmarks/latency_fit.py), within 29 %. It takes batches
-#: up to where the flat walk catches up (each further row costs DECIDED_ROW_TEST_US a node test
-#: there, PER_LEVEL_CALL_US a tree level in the flat walk), at most DECIDED_ELEMENTS node tests
-#: (rows x trees x nodes). Measured (onnxruntime 1.31, 2 threads, 2026-11-26,
-#: benchmarks/walk_speed_decided_2d.json): HistGradientBoosting(100) and LGBMClassifier(100, 31
-#: leaves) 40-42 us at one row against the flat walk's 85-91, 93-101 against 107-116 at five
-#: rows, 145-157 against 126-137 at ten; built by force on XGBClassifier(100, depth 6) 42 against
-#: 41, on RandomForestClassifier(100, depth 8) and XGBClassifier(500, depth 6) 119-131 against
-#: 57-66.
+#: The decided walk (:func:`_walk_decided`): built where its one-row latency model
+#: (:func:`decided_call_us`) is under the flat walk's (:func:`flat_call_us`): DECIDED_CALL_US,
+#: DECIDED_DEPTH_US a level of the deepest tree (the walk runs 8 operators and one a level) and
+#: DECIDED_TEST_US a node test (trees x nodes), fitted to one-row p50s of 18 models
+#: (benchmarks/latency_fit.json), within 33 %. It takes batches up to where the flat walk catches
+#: up (each further row costs DECIDED_ROW_TEST_US a node test there, PER_LEVEL_CALL_US a tree
+#: level in the flat walk), at most DECIDED_ELEMENTS node tests (rows x trees x nodes). Measured
+#: (onnxruntime 1.31, 2 threads, 2026-11-26, benchmarks/walk_speed_decided_2d.json):
+#: HistGradientBoosting(100) and LGBMClassifier(100, 31 leaves) 40-42 us at one row against the
+#: flat walk's 85-91, 93-101 against 107-116 at five rows, 145-157 against 126-137 at ten; built
+#: by force on XGBClassifier(100, depth 6) 42 against 41, on RandomForestClassifier(100, depth 8)
+#: and XGBClassifier(5 classes: 500 trees of depth 6) 119-131 against 57-66.
 DECIDED_ELEMENTS = 32768
-DECIDED_CALL_US, DECIDED_DEPTH_US, DECIDED_TEST_US, DECIDED_ROW_TEST_US = 18.0, 1.01, 0.0019, 0.0020
+DECIDED_CALL_US, DECIDED_DEPTH_US, DECIDED_TEST_US, DECIDED_ROW_TEST_US = 17.6, 1.11, 0.0019, 0.0020
 #: The most node tests one run of the decided walk may hold: verify forces batches of up to
 #: this many through it (each a few int32 and float tensors of that size).
 DECIDED_MAX_ELEMENTS = 2**22
@@ -471,8 +471,8 @@ def us_per_row(ens: Ensemble) -> float:
 
 #: Latency model (microseconds; one row, the flat walk; :func:`call_us`): per run, per level of the
 #: deepest tree (the walk's operators), per tree level. Fitted to one-row p50s of 18 models
-#: (onnxruntime 1.31, 2 threads; benchmarks/latency_fit.py): within 18 %.
-CALL_US, PER_DEPTH_CALL_US, PER_LEVEL_CALL_US = 17.8, 4.25, 0.0066
+#: (onnxruntime 1.31, 2 threads; benchmarks/latency_fit.json): within 20 %.
+CALL_US, PER_DEPTH_CALL_US, PER_LEVEL_CALL_US = 18.3, 4.02, 0.0063
 
 
 def flat_call_us(depth: int, levels: int) -> float:
@@ -487,9 +487,9 @@ def run_us(ens: Ensemble, rows: int) -> float:
     depth, levels = max(int(ens.tree_depths().max()), 1), tree_levels(ens)
     T, P = ens.n_trees, table_nodes(ens)
     width = ens.n_features  # (the augmented input's width only caps rows past 2**31 offsets)
-    if rows <= (decided_rows(T, P, depth, levels, width) if depth > 1 else 0):
+    if depth > 1 and rows <= decided_rows(T, P, depth, levels, width):
         return decided_call_us(T, P, depth) + (rows - 1) * DECIDED_ROW_TEST_US * T * P
-    if rows <= flat_rows(T, width):
+    if depth > 1 and rows <= flat_rows(T, width):  # (trees of depth 1: one step, no walks)
         return flat_call_us(depth, levels) + (rows - 1) * PER_LEVEL_CALL_US * levels
     return flat_call_us(depth, levels) + (rows - 1) * us_per_row(ens)
 
