@@ -11,6 +11,7 @@ suite.py's middle batch (1 000 rows).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import joblib
@@ -55,6 +57,21 @@ def alternating_p50s(sessions: dict[str, ort.InferenceSession], X: np.ndarray, r
         for k, s in sessions.items():
             times[k].extend(timed(s, X) for _ in range(turn))
     return {k: float(np.median(v)) for k, v in times.items()}
+
+
+@contextlib.contextmanager
+def decided_walk_built(rows: int | None) -> Iterator[None]:
+    """Within it, traverse builds its decided walk for up to ``rows`` rows where its latency model
+    would not (to measure it there); None: as the model says."""
+    from tree2mat.forms import traverse
+
+    modelled = traverse.decided_rows
+    if rows:
+        traverse.decided_rows = lambda *a: modelled(*a) or rows  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        traverse.decided_rows = modelled  # type: ignore[assignment]
 
 
 def convert_before(model, checkout: Path, out: Path) -> None:

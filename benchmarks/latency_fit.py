@@ -29,13 +29,13 @@ import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_speed import alternating_p50s  # noqa: E402
+from ab_speed import alternating_p50s, decided_walk_built  # noqa: E402
 from suite import data, workloads  # noqa: E402
 
 import tree2mat  # noqa: E402
 from tree2mat.errors import Tree2MatError  # noqa: E402
 from tree2mat.forms import _exact, auto, hierarchical, traverse  # noqa: E402
-from tree2mat.verify import forced_walk  # noqa: E402
+from tree2mat.verify import forced_walk, walk_limit_names  # noqa: E402
 
 #: The timed graphs: the matrix forms, and traverse's two walks for the fewest rows.
 GRAPHS = ("sign", "bitvector", "hierarchical", "traverse/flat", "traverse/decided")
@@ -81,22 +81,12 @@ def graphs(model, ens) -> dict:
     out["traverse"] = built = tree2mat.convert(model, "traverse")
     out["traverse/flat"] = forced_walk(built, 2**62)  # (on the graph as built: no decided walk's If where it has none)
     walk = built
-    if not _few(built):
-        modelled = traverse.decided_rows
-        traverse.decided_rows = lambda *a: modelled(*a) or 1  # type: ignore[assignment]
-        try:
+    if not walk_limit_names(built, "tree2mat.walk_few"):
+        with decided_walk_built(1):
             walk = tree2mat.convert(model, "traverse")
-        finally:
-            traverse.decided_rows = modelled  # type: ignore[assignment]
-    few = _few(walk)
+    few = walk_limit_names(walk, "tree2mat.walk_few")
     out["traverse/decided"] = forced_walk(walk, dict.fromkeys(few, 2**62)) if few else None  # (trees of depth 1: one step, no walk)
     return out
-
-
-def _few(graph) -> list[str]:
-    """The names of the decided walk's row limits in ``graph`` (none: it has no decided walk)."""
-    meta = {p.key: p.value for p in graph.metadata_props}
-    return [name for name in meta.get("tree2mat.walk_few_tensor", "").split(",") if name]
 
 
 def shape_of(ens) -> dict:

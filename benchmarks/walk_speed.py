@@ -28,11 +28,11 @@ import onnx
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_speed import alternating_p50s, convert_before, session  # noqa: E402
+from ab_speed import alternating_p50s, convert_before, decided_walk_built, session  # noqa: E402
 from suite import data, workloads  # noqa: E402
 
 import tree2mat  # noqa: E402
-from tree2mat.verify import forced_walk  # noqa: E402
+from tree2mat.verify import forced_walk, walk_limit_names  # noqa: E402
 
 
 def main() -> int:
@@ -48,20 +48,16 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     batches = [int(b) for b in args.batch.split(",")]
-    if args.build_decided:
-        from tree2mat.forms import traverse
-
-        modelled = traverse.decided_rows
-        traverse.decided_rows = lambda *a: modelled(*a) or args.build_decided  # type: ignore[assignment]
     results = []
     for key in args.workloads.split(","):
         title, factory, classes = workloads(args.seed)[key]
         X, y, Xs = data(classes, max(batches), args.seed)
         model = factory().fit(X, y)
-        graph = tree2mat.convert(model, "traverse" if args.build_decided else "auto")
+        with decided_walk_built(args.build_decided):
+            graph = tree2mat.convert(model, "traverse" if args.build_decided else "auto")
         meta = {p.key: p.value for p in graph.metadata_props}
         walk_rows = int(meta["tree2mat.walk_rows"])
-        few = [name for name in meta.get("tree2mat.walk_few_tensor", "").split(",") if name]
+        few = walk_limit_names(graph, "tree2mat.walk_few")
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp)
             onnx.save(forced_walk(graph, -1), path / "wide.onnx")

@@ -49,6 +49,7 @@ from tree2mat.verify.runners import (
     forced_walk,
     run_graph,
     runtime_version,
+    walk_limit_names,
     walks,
 )
 from tree2mat.verify.subject import Subject, load_subject
@@ -57,7 +58,8 @@ from tree2mat.verify.subject import _expected as _expected  # (imported by tests
 __all__ = [
     "CHUNK_BYTES", "DATA_CHUNK_BYTES", "DEFAULT_RTOL", "DEVICES", "MAX_ROWS", "MAX_SYNTHESIZED_BYTES", "REPORT_SCHEMA",
     "GraphRunner", "LeafIds", "Mismatch", "OutputReport", "Report", "Subject", "compare", "default_atol", "devices_for",
-    "differing_rows", "forced_walk", "load_subject", "merge", "run_graph", "runtime_version", "synthesize", "verify", "walks",
+    "differing_rows", "forced_walk", "load_subject", "merge", "run_graph", "runtime_version", "synthesize", "verify", "walk_limit_names",
+    "walks",
 ]
 
 #: Memory allowed for one chunk of rows in onnxruntime.

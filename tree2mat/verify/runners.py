@@ -176,10 +176,10 @@ def walks(model: onnx.ModelProto, chunk: int) -> tuple[list[tuple[str, onnx.Mode
     way. And a note where the walks cannot be forced (a graph rewritten since tree2mat wrote
     it): then ``model`` as it is, each row through the walk its chunk takes."""
     meta = _metadata(model)
-    names = [n for n in meta.get("tree2mat.walk_rows_tensor", "").split(",") if n]
+    names = walk_limit_names(model, "tree2mat.walk_rows")
     if not names:
         return [("", model, chunk)], None
-    few_names = [n for n in meta.get("tree2mat.walk_few_tensor", "").split(",") if n]
+    few_names = walk_limit_names(model, "tree2mat.walk_few")
     try:
         rows, most = _walk_limits(model, meta, "tree2mat.walk_rows", names)
         few_rows, few_most = _walk_limits(model, meta, "tree2mat.walk_few", few_names) if few_names else ([], [])
@@ -210,15 +210,21 @@ def _walk_limits(model: onnx.ModelProto, meta: dict[str, str], key: str, names: 
     return rows, most
 
 
+def walk_limit_names(model: onnx.ModelProto, walk: str) -> list[str]:
+    """The constants the ``If``s of ``walk`` (``tree2mat.walk_rows``: the flat walk's;
+    ``tree2mat.walk_few``: the decided walk's) compare a batch's rows with, one per tree step
+    (``walk``'s ``_tensor`` metadata); none where the graph has no such walk."""
+    return [n for n in _metadata(model).get(f"{walk}_tensor", "").split(",") if n]
+
+
 def forced_walk(model: onnx.ModelProto, limits: dict[str, int] | int) -> onnx.ModelProto:
     """A copy of ``model`` whose walks' ``If`` limits are ``limits`` (name -> rows: -1 never
     takes that ``If``'s walk for fewer rows, 2**62 always); an int: every limit of
     ``tree2mat.walk_rows_tensor`` set to it, and the decided walk's (``tree2mat.walk_few_tensor``)
     to -1, so that every batch takes the flat walk (2**62) or the wide one (-1)."""
     if isinstance(limits, int):
-        meta = _metadata(model)
-        limits = {**dict.fromkeys(meta.get("tree2mat.walk_few_tensor", "").split(","), -1),
-                  **dict.fromkeys(meta.get("tree2mat.walk_rows_tensor", "").split(","), limits)}
+        limits = {**dict.fromkeys(walk_limit_names(model, "tree2mat.walk_few"), -1),
+                  **dict.fromkeys(walk_limit_names(model, "tree2mat.walk_rows"), limits)}
     out = onnx.ModelProto()
     out.CopyFrom(model)
     for tensor in out.graph.initializer:
