@@ -85,11 +85,13 @@ test-webgpu: $(STAMP) $(NODE_STAMP)
 	rm -f build/webgpu.json
 	TREE2MAT_WEBGPU=1 TREE2MAT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q tests/runtimes/test_webgpu.py
 
-# A longer fuzz campaign of the model readers than make test's (FUZZ_EXAMPLES damaged files per
-# reader, fresh random ones each run; about 2 minutes on 2 cores at the default).
+# The hostile tier, longer than make test's run of it: the model readers fuzzed (FUZZ_EXAMPLES
+# damaged files per reader, fresh random ones each run) and tests/hostile (code in model files,
+# outputs over inputs, sizes and graphs that would take minutes or gigabytes, signals at any
+# moment: FUZZ_EXAMPLES spliced .skops files, FUZZ_EXAMPLES / 20 signalled commands).
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
-	OMP_NUM_THREADS=1 TREE2MAT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -n 2 tests/frontends/test_fuzz.py --hypothesis-show-statistics
+	OMP_NUM_THREADS=1 TREE2MAT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -n 2 tests/frontends/test_fuzz.py tests/hostile --hypothesis-show-statistics
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis .mypy_cache .ruff_cache .import_linter_cache

@@ -40,8 +40,8 @@ import numpy as np  # noqa: E402
 import typer  # noqa: E402
 
 from tree2mat import __version__  # noqa: E402
-from tree2mat._files import atomic_write  # noqa: E402
-from tree2mat.errors import OptionError, Tree2MatError  # noqa: E402
+from tree2mat._files import atomic_write, check_outputs  # noqa: E402
+from tree2mat.errors import OptionError, PickleWarning, Tree2MatError  # noqa: E402
 
 if _LOADING:
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -106,6 +106,7 @@ def convert(
     import tree2mat
     from tree2mat.forms.auto import parse_memory
 
+    check_outputs({"-o": output}, {"MODEL": model})
     with _libraries_to_stderr(), _Progress("convert", enabled=progress, delay=PROGRESS_DELAY_S) as shown:
         onx = tree2mat.convert(
             model, form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul,
@@ -168,11 +169,17 @@ def written(onx: Any, output: Path, size: int) -> dict[str, Any]:
     }
 
 
+#: The help of --header/--no-header, which every command that reads --data takes.
+HEADER_HELP = ("Whether the first line of a .csv --data file is a header (default: detected: a header where a cell holds text; "
+               "a line that could be either, e.g. 0,1,2,3 or quoted numbers, is refused with a request for one of these).")
+
+
 @app.command()
 def verify(
     model: Path = typer.Argument(..., metavar="MODEL", help="The original fitted model file."),
     onnx_file: Path = typer.Argument(..., metavar="ONNX", help="The ONNX graph to check."),
     data: Path | None = typer.Option(None, "--data", help="Rows to check (.npy, .npz, .csv, .parquet); default: synthesized."),
+    header: bool | None = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
     device: str = typer.Option("cpu", "--device", help="onnxruntime's provider: cpu, cuda or all (all available providers)."),
     runtime: str = typer.Option("onnxruntime", "--runtime", help="The ONNX runtime to run the graph on (all but onnxruntime and reference are optional installs; see docs/runtimes.md): " + _runtimes_help() + "."),
     rows: int = typer.Option(1000, "--rows", help="Random rows to synthesize (threshold, NaN, inf and extreme rows come on top); unused with --data."),
@@ -181,14 +188,20 @@ def verify(
     seed: int = typer.Option(0, "--seed", help="Seed for synthesized rows."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the report as JSON to this file ('-' for stdout)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress on stderr while --data is read (a bar on a terminal, a line every 10 % otherwise)."),
+    timeout: float | None = typer.Option(None, "--timeout", help="The longest one run of the graph on a chunk of rows may take, in seconds (default 600); past it the run is stopped (exit 2)."),
+    foreign_graph: bool = typer.Option(False, "--foreign-graph", help="Run a graph with operators tree2mat never writes (a peer's TreeEnsemble graph, a Loop, a custom domain): refused by default, as it may run as long as it says."),
 ) -> None:
     """Check that ONNX reproduces MODEL: exit 0 pass, 1 mismatch, 2 bad input."""
     import tree2mat
+    from tree2mat.onnx_io import external_data_file
+    from tree2mat.verify import DEFAULT_TIMEOUT_S
 
     _check_output("--json", json_out)
+    check_outputs({"--json": json_out}, {"MODEL": model, "ONNX": onnx_file, "its data file": external_data_file(onnx_file), "--data": data})
     with _libraries_to_stderr(), _Progress("verify", enabled=progress and data is not None) as shown:
-        report = tree2mat.verify(model, onnx_file, data, device=device, rows=rows, atol=atol, rtol=rtol, seed=seed,
-                                 progress=shown.update, runtime=runtime)
+        report = tree2mat.verify(model, onnx_file, data, header=header, device=device, rows=rows, atol=atol, rtol=rtol, seed=seed,
+                                 progress=shown.update, runtime=runtime, foreign_graph=foreign_graph,
+                                 timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout)
     if json_out is not None and str(json_out) == "-":
         typer.echo(report.to_json())
     else:
@@ -220,8 +233,9 @@ def inspect(
     hint = check_batch_hint(batch_hint)
     if png is not None:
         _check_png(png, tree, fmt, output)
+    check_outputs({"-o": output, "--png": png}, {"MODEL": model})
     with _libraries_to_stderr():
-        ens = tree2mat.load(model)
+        ens = tree2mat.load(model, max_memory=budget)
     if tree is None:
         info = summary(ens, budget, hint)
         if fmt == "npz":
@@ -250,6 +264,7 @@ def inspect(
 def bench(
     model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model file (as for convert)."),
     data: Path | None = typer.Option(None, "--data", help="Rows to score (.npy, .npz, .csv, .parquet); default: synthesized (threshold, NaN, random rows)."),
+    header: bool | None = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
     rows: int = typer.Option(100_000, "--rows", help="Rows to synthesize; unused with --data."),
     batch: str = typer.Option("1,1000,100000", "--batch", help="Batch sizes, comma-separated."),
     form: str = typer.Option("auto", "--form", help="tree2mat forms to time, comma-separated (auto, sign, bitvector, traverse, ...)."),
@@ -269,9 +284,10 @@ def bench(
 
     _check_output("--json", json_out)
     _check_output("--plot", plot, png=True)
+    check_outputs({"--json": json_out, "--plot": plot}, {"MODEL": model, "--data": data})
     with _libraries_to_stderr():
         report = run_bench(
-            model, data, rows=rows, batches=parse_batches(batch), forms=tuple(f.strip() for f in form.split(",") if f.strip()),
+            model, data, header=header, rows=rows, batches=parse_batches(batch), forms=tuple(f.strip() for f in form.split(",") if f.strip()),
             use_peers=peers, repeat=repeat, threads=threads, device=device,
             max_memory=None if max_memory is None else parse_memory(max_memory), batch_hint=batch_hint,
         )
@@ -292,10 +308,8 @@ def _check_written_model(output: Path, what: str, example: str, *, model: Path, 
         raise OptionError(f"-o -: {what} is a file; name it, e.g. {example}")
     _check_output("-o", output)
     _check_output("--json", json_out)
-    inputs = ((model, "MODEL"), (data, "--data"), (Path(target) if target else None, "--target"))
-    for given, name in (*inputs, (json_out, "--json")):  # (the report may not exist yet; the inputs do)
-        if given is not None and (name == "--json" or given.exists()) and output.resolve() == given.resolve():
-            raise OptionError(f"-o {output} is {name}: write {what} to another file")
+    target_file = Path(target) if target and Path(target).is_file() else None  # (else a column's name)
+    check_outputs({"-o": output, "--json": json_out}, {"MODEL": model, "--data": data, "--target": target_file})
 
 
 #: ``attend --json``'s schema version (fields are only added within a version).
@@ -306,6 +320,7 @@ ATTEND_SCHEMA = 1
 def attend(
     model: Path = typer.Argument(..., metavar="MODEL", help="A fitted scikit-learn RandomForestRegressor/Classifier or ExtraTreesRegressor/Classifier (any file convert reads)."),
     data: Path = typer.Option(..., "--data", help="Rows and targets (a classifier's: its class labels) the attention is fitted on (leaf means, epsilon, tau, w): .npz with arrays X and y; .npy rows with --target y.npy; .csv or .parquet with --target COLUMN."),
+    header: bool | None = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the attention forest (JSON; replaced only on success); tree2mat convert and verify take it."),
     target: str | None = typer.Option(None, "--target", help="The targets: a .csv/.parquet column (header name or 0-based number), a .npz array name (default y), or the .npy file of them."),
     variant: int = typer.Option(1, "--variant", help="ABRF variant: 1 (the contamination model, eq. 14-16: w by a quadratic or linear program), 2 (a softmax with trainable tree scales v and feature weights z, eq. 23, by gradients), 3 (both, eq. 24); 2 and 3 start from ABRF-1's tau and take --loss l2."),
@@ -324,7 +339,7 @@ def attend(
     _check_written_model(output, "the attention forest", "forest.abrf.json", model=model, data=data, target=target)
     eps, temp = _auto_number("--epsilon", epsilon), _auto_number("--tau", tau)
     first = attention.check_variant(variant, eps, loss)  # (before any work)
-    X, y = load_labelled(data, target)
+    X, y = load_labelled(data, target, header)
     start = time.perf_counter()
     with _libraries_to_stderr():
         ens = tree2mat.load(model)  # (read once: select, fit and the scores take the IR)
@@ -367,6 +382,7 @@ LEARN_SCHEMA = 1
 def learn(
     model: Path = typer.Argument(..., metavar="MODEL", help="A fitted scikit-learn DecisionTreeClassifier, RandomForestClassifier or ExtraTreesClassifier (any file convert reads): the start."),
     data: Path = typer.Option(..., "--data", help="Rows and class labels to fine-tune on: .npz with arrays X and y; .npy rows with --target y.npy; .csv or .parquet with --target COLUMN."),
+    header: bool | None = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the hardened model (tree2mat IR JSON; replaced only on success); tree2mat convert and verify take it."),
     target: str | None = typer.Option(None, "--target", help="The labels: a .csv/.parquet column (header name or 0-based number), a .npz array name (default y), or the .npy file of them."),
     epochs: int = typer.Option(50, "--epochs", help="EM epochs (each: Adam over shuffled batches for the splits, eq. 14; the leaves in closed form, eq. 13)."),
@@ -390,7 +406,7 @@ def learn(
 
     _check_written_model(output, "the fine-tuned model", "tuned.json", model=model, data=data, target=target, json_out=json_out)
     learning.check_options(epochs, steepness, steepness_increase, held_out, learning_rate, batch_size)  # (before any work)
-    X, y = load_labelled(data, target)
+    X, y = load_labelled(data, target, header)
     start = time.perf_counter()
     with _libraries_to_stderr(), _Progress("learn", enabled=progress) as shown:
         def report(e: Any) -> None:
@@ -599,6 +615,7 @@ class _Progress:
         self.task: Any = None
         self.next_line = 0.1
         self.steps = 0
+        self.last_stage = ""
 
     def __enter__(self) -> _Progress:
         return self
@@ -614,7 +631,9 @@ class _Progress:
             self.next_line = (int(fraction * 10) + 1) / 10
 
     def stage(self, text: str, total: int) -> None:
-        self.steps += 1
+        name = text.split(" (")[0]  # ("reading the model (1,200 of 5,000 trees)": still the step it was)
+        if name != self.last_stage:
+            self.steps, self.last_stage = self.steps + 1, name
         if not self.enabled or time.monotonic() - self.start < self.delay:
             return
         if sys.stderr.isatty():
@@ -704,14 +723,69 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings(), safe_loading(True) if safe else contextlib.nullcontext():
         if not debug:  # library warnings are not ours to print; errors say what matters
             warnings.simplefilter("ignore")
-        return _main(args, debug)
+        warnings.simplefilter("always", PickleWarning)  # ours: one line each, as an error is
+        warnings.showwarning = _warning_line
+        code = _main(args, debug)
+    if any(t.name == "tree2mat-run" and t.is_alive() for t in threading.enumerate()):
+        # A run past --timeout that its runtime cannot stop: end the process now (its native
+        # code would run on while the interpreter shuts down, and may crash it).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
+    """tree2mat's own warnings, one line each on stderr (library warnings show only with --debug,
+    in Python's own format)."""
+    if issubclass(category, PickleWarning):
+        typer.echo(f"tree2mat: warning: {_one_line(str(message))}", err=True)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+#: Exit codes of a run ended by a signal: Ctrl-C (SIGINT), SIGTERM (128 + the signal's number).
+INTERRUPTED, TERMINATED = 130, 143
+
+
+class _Stop:
+    """SIGTERM handled as Ctrl-C is (an exception where the command is, so that every temporary
+    file is removed on the way out), and remembered, for the message and the exit code."""
+
+    def __init__(self) -> None:
+        self.terminated = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.terminated = True
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        own = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        if own:
+            signal.signal(signal.SIGTERM, self)
+        try:
+            yield
+        finally:
+            if own:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def report(self) -> int:
+        typer.echo(f"tree2mat: {'terminated' if self.terminated else 'interrupted'}", err=True)
+        return TERMINATED if self.terminated else INTERRUPTED
 
 
 def _main(args: list[str], debug: bool) -> int:
+    stop = _Stop()
+    with stop.installed():
+        return _run(args, debug, stop)
+
+
+def _run(args: list[str], debug: bool, stop: _Stop) -> int:
     try:
         code = app(args=args, prog_name="tree2mat", standalone_mode=False)
-        if code == 130:  # click turns Ctrl-C in a command into exit code 130, silently
-            typer.echo("tree2mat: interrupted", err=True)
+        if code == INTERRUPTED:  # click turns Ctrl-C in a command into exit code 130, silently
+            return stop.report()
         return code if isinstance(code, int) else 0
     except Tree2MatError as exc:
         _traceback(debug)
@@ -720,8 +794,7 @@ def _main(args: list[str], debug: bool) -> int:
     except typer.Exit as exc:
         return int(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        typer.echo("tree2mat: interrupted", err=True)
-        return 130
+        return stop.report()
     except MemoryError:
         _traceback(debug)
         typer.echo("tree2mat: error: out of memory", err=True)
@@ -748,4 +821,12 @@ def _traceback(debug: bool) -> None:
 
 
 def run() -> None:
-    sys.exit(main())
+    code = main()
+    if code in (INTERRUPTED, TERMINATED):
+        # Everything was cleaned up on the way out. Exit now: CPython 3.11 remembers a Ctrl-C that
+        # passed out of code run by exec() (a dataclass being made as a module loads), even when
+        # caught, and would end the process by SIGINT at exit instead of with this code.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +13,18 @@ import pytest
 import tree2mat
 from tree2mat.forms._graph import all_nodes
 from tree2mat.verify import DEFAULT_RTOL, compare, default_atol
+from tree2mat.verify.runners import foreign_operators
 
 #: Every exact graph variant: each exact form, with each element type of its path MatMul.
 #: The repository (tests/ is one level down, whatever folder a test module is in).
 ROOT = Path(__file__).resolve().parent.parent
 
 EXACT_VARIANTS = [(name, mm) for name, spec in tree2mat.FORMS.items() if spec.exact for mm in spec.matmul]
+
+# The tests load the pickles they wrote themselves: TREE2MAT_SAFE=0, the user's explicit "load
+# pickles", spares each command's stderr the warning that default mode prints once per pickle
+# (tests/frontends/test_loading.py checks that warning with the variable unset).
+os.environ.setdefault("TREE2MAT_SAFE", "0")
 
 
 def with_holes(X: np.ndarray, rng: np.random.Generator, zeros: bool = False) -> np.ndarray:
@@ -44,6 +51,7 @@ def assert_standard_graph(model: onnx.ModelProto) -> None:
     assert not unused, f"unused initializers: {unused}"
     assert {n.domain for n in all_nodes(model.graph)} <= {"", "ai.onnx"}
     assert all(o.domain in ("", "ai.onnx") for o in model.opset_import)
+    assert not foreign_operators(model), f"operators verify would refuse: {foreign_operators(model)}"
 
 
 def assert_matches(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], X: np.ndarray, ens, atol=None, rtol=DEFAULT_RTOL) -> None:

@@ -4,8 +4,8 @@ interrupted write leaves no partial file and never touches an existing one."""
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,21 +38,29 @@ def writable_target(path: str | Path) -> Path:
     return path
 
 
+def temporary_name(path: Path) -> Path:
+    """A fresh name for a temporary file beside ``path``: its name (cut so that the whole fits in
+    255 bytes, as any legal ``path`` does), 16 random hex digits, ``.tmp``. The name is known
+    before the file exists, so that whatever interrupts a write (Ctrl-C, SIGTERM: exceptions
+    here, raised at any point) finds it to remove."""
+    name = path.name.encode("utf-8", "surrogateescape")[:200].decode("utf-8", "ignore")
+    return path.with_name(f".{name}.{secrets.token_hex(8)}.tmp")
+
+
 def atomic_write(path: str | Path, data: bytes) -> int:
     """Write ``data`` to ``path`` atomically (see :func:`writable_target`); return the number of
-    bytes written."""
+    bytes written. No temporary file survives an error, Ctrl-C or SIGTERM at any point."""
     path = writable_target(path)
+    tmp = temporary_name(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise Tree2MatError(f"{path}: cannot write: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(fd, "wb") as fh:
+        # O_EXCL: the file is this write's own (so it is this write's to remove, made or not)
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as fh:
             fh.write(data)
-        os.chmod(tmp, _mode_for(path))  # mkstemp makes 0600; give the file the usual mode
+        os.chmod(tmp, _mode_for(path))  # made 0600; give the file the usual mode
         os.replace(tmp, path)
     except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
+        if not isinstance(exc, FileExistsError):  # (that name, 64 random bits, was not ours)
+            tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise Tree2MatError(f"{path}: cannot write: {exc.strerror or exc}") from exc
         raise
@@ -69,11 +77,13 @@ def atomic_write_files(path: str | Path, write: Callable[[Path], None], companio
     path = writable_target(path)
     for name in companions:
         writable_target(path.with_name(name))
+    tmpdir, ours = temporary_name(path), True
     try:
-        tmpdir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    except OSError as exc:
-        raise Tree2MatError(f"{path}: cannot write: {exc.strerror or exc}") from exc
-    try:
+        try:
+            os.mkdir(tmpdir, 0o700)  # (fails if it exists: the folder is this write's own)
+        except FileExistsError:
+            ours = False
+            raise
         write(tmpdir / path.name)
         total = 0
         for name in (*companions, path.name):
@@ -85,4 +95,29 @@ def atomic_write_files(path: str | Path, write: Callable[[Path], None], companio
     except OSError as exc:
         raise Tree2MatError(f"{path}: cannot write: {exc.strerror or exc}") from exc
     finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        if ours:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: the same path once symbolic links are followed, or the
+    same inode (a hard link)."""
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:  # (a loop of links, a folder that cannot be read: not provably one file)
+        return False
+
+
+def check_outputs(outputs: dict[str, str | Path | None], inputs: dict[str, str | Path | None]) -> None:
+    """An OptionError, before any work, when an output (``flag -> path``; ``-`` is stdout) names
+    one of the command's inputs (``name -> path``) or another of its outputs, through symbolic or
+    hard links too: no command writes over what it reads, or writes two results to one file."""
+    given = [(flag, Path(p)) for flag, p in outputs.items() if p is not None and str(p) != "-"]
+    read = [(name, Path(p)) for name, p in inputs.items() if p is not None and str(p) != "-"]
+    for i, (flag, out) in enumerate(given):
+        for name, src in read:
+            if _same_file(out, src):
+                raise OptionError(f"{flag} {out} is {name} ({src}): a command never writes over its input; write to another file")
+        for other, path in given[i + 1:]:
+            if _same_file(out, path):
+                raise OptionError(f"{flag} {out} and {other} {path} are one file; give each its own")

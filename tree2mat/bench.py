@@ -40,10 +40,11 @@ import numpy as np
 from tree2mat import frontends, peers
 from tree2mat.attention import AttentionForest
 from tree2mat.convert import convert
-from tree2mat.data import load_data
+from tree2mat.data import check_header_option, load_data
 from tree2mat.errors import DataError, OptionError, UnsupportedModelError
 from tree2mat.forms import AUTO, FORMS, check_form
 from tree2mat.forms.auto import check_batch_hint
+from tree2mat.ir import limits
 from tree2mat.ir.core import Ensemble, Task
 from tree2mat.runtimes import cuda_cpu_nodes
 from tree2mat.verify import DEFAULT_RTOL, default_atol, devices_for, differing_rows, load_subject, synthesize
@@ -174,10 +175,12 @@ def bench(
     device: str = "cpu",
     max_memory: int | None = None,
     batch_hint: int | None = None,
+    header: bool | None = None,
 ) -> BenchReport:
     """Time tree2mat's graphs of a model next to its peers and the library (see module doc).
     ``max_memory``: bytes a tree2mat graph may need at one batch (default: half this machine's
-    memory). ``batch_hint``: ``--form auto``'s (see :func:`tree2mat.convert`)."""
+    memory). ``batch_hint``: ``--form auto``'s (see :func:`tree2mat.convert`). ``header``: whether
+    a ``.csv`` file's first line is a header (None: detected; see :func:`tree2mat.verify`)."""
 
     if repeat < 1 or rows < 1 or (threads is not None and threads < 1):
         raise OptionError("--repeat, --rows and --threads must be >= 1")
@@ -187,11 +190,12 @@ def bench(
     for form in forms:
         if form != AUTO:
             check_form(form)
+    check_header_option(data, header)
     if batch_hint is not None:
         check_batch_hint(batch_hint)
         if AUTO not in forms:
             raise OptionError(f"--batch-hint tells --form auto which form to pick; auto is not among the forms to time ({', '.join(forms)})")
-    limit = max_memory if max_memory is not None else physical_memory() // 2
+    limit = max_memory if max_memory is not None else limits.physical_memory() // 2
     subject = load_subject(model_or_path, accept_pipeline=False)
     if isinstance(subject.model, AttentionForest):
         raise UnsupportedModelError(
@@ -201,7 +205,7 @@ def bench(
     if data is None:
         X = bench_rows(ens, rows, seed)
     else:
-        X = load_data(data) if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__") else np.asarray(data)
+        X = load_data(data, header) if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__") else np.asarray(data)
         if X.ndim != 2 or X.shape[1] != subject.n_features or X.shape[0] == 0 or X.dtype.kind not in "biuf":
             raise DataError(f"data has shape {X.shape} ({X.dtype}); the model expects [N, {subject.n_features}] numbers")
     X = np.ascontiguousarray(X, np.float32)
@@ -252,14 +256,6 @@ def _within(batches: tuple[int, ...], fixed: int, per_row: int, limit: int) -> t
     fits = tuple(b for b in batches if fixed + per_row * b <= limit)
     over = [str(b) for b in batches if b not in fits]
     return fits, f"not timed at batch {', '.join(over)}: estimated over {limit / 2**30:.1f} GiB (--max-memory)" if over else ""
-
-
-def physical_memory() -> int:
-    """This machine's memory in bytes (4 GiB where the system does not say)."""
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 4 * 2**30
 
 
 def _rss() -> int | None:

@@ -3,6 +3,7 @@ to an ONNX graph (read -> validate -> build -> check)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import onnx
@@ -10,13 +11,17 @@ import onnx
 from tree2mat import attention, frontends, pipelines
 from tree2mat.attention import graph as attention_graph
 from tree2mat.build import ConvertOptions, Progress, build_graph, quiet
-from tree2mat.forms import DEFAULT_FORM
+from tree2mat.forms import DEFAULT_FORM, auto
 from tree2mat.frontends.sklearn import is_pipeline
+from tree2mat.ir import limits
 from tree2mat.ir.core import Ensemble
 
 
-def load(model_or_path: Any) -> Ensemble:
-    """The validated IR of a fitted model object or a model file.
+def load(model_or_path: Any, *, max_memory: int | None = None) -> Ensemble:
+    """The validated IR of a fitted model object or a model file. A file whose declared sizes
+    would take over half this machine's memory to read is refused before it is built, as is
+    one no form's graph fits ``max_memory`` bytes for 10 000 rows, when given
+    (:mod:`tree2mat.ir.limits`).
 
     >>> from sklearn.datasets import load_iris
     >>> from sklearn.tree import DecisionTreeClassifier
@@ -25,7 +30,8 @@ def load(model_or_path: Any) -> Ensemble:
     >>> ens.n_trees, ens.n_features, ens.trees[0].n_leaves
     (1, 4, 6)
     """
-    return frontends.load_model(model_or_path)[1]
+    with limits.checking(auto.reading_check() if max_memory is None else auto.declared_check(max_memory)):
+        return frontends.load_model(model_or_path)[1]
 
 
 def convert(
@@ -77,7 +83,8 @@ def convert(
     )
     step = progress or quiet
     step("reading the model")
-    obj = frontends.load_object(model_or_path)
+    with limits.checking(auto.declared_check(options.max_memory)), limits.reporting(_reading(step)):
+        obj = frontends.load_object(model_or_path)
     forest = attention.as_forest(obj)
     if forest is not None:
         return attention_graph.build(forest, options, step)
@@ -86,3 +93,13 @@ def convert(
         return pipelines.convert_pipeline(obj, options, step)
     ens = frontends.named(model_or_path, frontends.to_ensemble, obj)
     return build_graph(ens, options, step)
+
+
+def _reading(step: Progress) -> Callable[[int, int], None]:
+    """Reading a model's trees as a step's progress (a tenth of them at a time)."""
+
+    def report(done: int, total: int) -> None:
+        if 0 < done:
+            step(f"reading the model ({done:,} of {total:,} trees)")
+
+    return report

@@ -9,7 +9,9 @@ maps: pages of a mapped file count in the process's resident memory.
   ``np.save`` writes for a transposed or many pandas arrays) a chunk of each column at a time.
 - ``.npz``: the array named ``X``, or the only array; streamed out of the zip member (compressed
   or not); a column-major one is read whole.
-- ``.csv``: comma-separated numbers, an optional header line, empty cells are missing values.
+- ``.csv``: comma-separated numbers (quoted or not), a UTF-8 byte order mark skipped, empty cells
+  missing values; a header line where the first line holds text (:func:`_has_header`: detected,
+  or said with ``header``; a first line that could be either is refused, never guessed).
 - ``.parquet``: numeric columns, in batches of rows (pyarrow, the ``data`` extra).
 
 A model whose categorical columns hold named categories (``Ensemble.category_labels``) takes
@@ -19,8 +21,11 @@ code; a name the model never saw, and an empty cell, become NaN (no known catego
 
 from __future__ import annotations
 
+import codecs
 import csv
 import itertools
+import os
+import re
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -29,7 +34,7 @@ from typing import IO, Any, Literal
 
 import numpy as np
 
-from tree2mat.errors import DataError
+from tree2mat.errors import DataError, OptionError
 
 DATA_SUFFIXES = (".npy", ".npz", ".csv", ".parquet")
 #: Longest .csv line read (a file without line breaks is not read whole into memory).
@@ -98,9 +103,11 @@ def encoder(labels: Sequence[Any]) -> Callable[[Any], float]:
     return code
 
 
-def open_rows(path: str | Path, labels: Labels | None = None) -> Rows:
+def open_rows(path: str | Path, labels: Labels | None = None, header: bool | None = None) -> Rows:
     """The rows of a data file (only its header is read here); ``labels``: per column whose
-    categories are named, the names (their positions are the codes the rows get)."""
+    categories are named, the names (their positions are the codes the rows get); ``header``:
+    whether a ``.csv`` file's first line is a header (None: detected, see :func:`_has_header`)."""
+    check_header_option(path, header)
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file")
@@ -108,7 +115,8 @@ def open_rows(path: str | Path, labels: Labels | None = None) -> Rows:
         raise DataError(f"{path}: not a regular file")
     suffix = path.suffix.lower()
     kinds: dict[str, Callable[[Path, Labels], Rows]] = {
-        ".npy": lambda p, _: _NpyRows(p), ".npz": lambda p, _: _NpzRows(p), ".csv": _CsvRows, ".parquet": _ParquetRows,
+        ".npy": lambda p, _: _NpyRows(p), ".npz": lambda p, _: _NpzRows(p), ".csv": lambda p, n: _CsvRows(p, n, header),
+        ".parquet": _ParquetRows,
     }
     if suffix not in kinds:
         raise DataError(f"{path}: unknown data file type {suffix!r}; supported: {', '.join(DATA_SUFFIXES)}")
@@ -120,17 +128,29 @@ def open_rows(path: str | Path, labels: Labels | None = None) -> Rows:
         raise DataError(f"{path}: cannot read data: {type(exc).__name__}: {exc}") from exc
 
 
-def load_data(path: str | Path) -> np.ndarray:
-    """A whole data file as one 2-D array (for data that fits in memory, e.g. ``bench``)."""
-    rows = open_rows(path)
+def check_header_option(data: Any, header: bool | None) -> None:
+    """An OptionError where ``header`` is given for data that is no ``.csv`` file (where it would
+    change nothing, so it is a mistake about the data)."""
+    path = isinstance(data, (str, os.PathLike))
+    if header is None or (path and Path(data).suffix.lower() == ".csv"):
+        return
+    what = "no --data is given" if data is None else f"{data} is no .csv file" if path else "the rows are an array"
+    raise OptionError(f"--{'' if header else 'no-'}header says whether the first line of a .csv --data file is a header, and {what}")
+
+
+def load_data(path: str | Path, header: bool | None = None) -> np.ndarray:
+    """A whole data file as one 2-D array (for data that fits in memory, e.g. ``bench``);
+    ``header``: as for :func:`open_rows`."""
+    rows = open_rows(path, header=header)
     return np.concatenate(list(read_chunks(rows, 1 << 16)), axis=0)
 
 
-def load_labelled(path: str | Path, target: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+def load_labelled(path: str | Path, target: str | None = None, header: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rows and their targets, whole (``attend --data``): ``.npz``, the arrays ``X`` and ``y``
     (``target``: another name for ``y``); ``.npy``, the rows, with ``target`` the ``.npy`` file of
     the targets; ``.csv`` / ``.parquet``, every column but ``target`` (its name in the header, or
-    its 0-based number), which holds the targets."""
+    its 0-based number), which holds the targets. ``header``: as for :func:`open_rows`."""
+    check_header_option(path, header)
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".npz":
@@ -147,10 +167,10 @@ def load_labelled(path: str | Path, target: str | None = None) -> tuple[np.ndarr
     if target is None:
         raise DataError(f"{path}: name the column of targets with --target (its header name or 0-based number)")
     try:
-        table = load_data(path)
+        table = load_data(path, header)
     except DataError as exc:
         raise DataError(f"{exc} (every column of a .csv or .parquet must be numbers: give text labels in a .npz or .npy)") from exc
-    names = _column_names(path)
+    names = _column_names(path, header)
     if target in names:
         column = names.index(target)
     elif target.isdigit() and int(target) < table.shape[1]:
@@ -191,13 +211,12 @@ def _target_vector(y: np.ndarray, what: str) -> np.ndarray:
     return y if y.dtype.kind == "U" else y.astype(np.float64)
 
 
-def _column_names(path: Path) -> list[str]:
+def _column_names(path: Path, header: bool | None) -> list[str]:
     """A .csv's header cells (none without a header) or a .parquet's column names."""
     if path.suffix.lower() == ".parquet":
         return [f.name for f in _ParquetRows(path, {}).file.schema_arrow]
-    with path.open("rb") as fh:
-        cells = next(csv.reader([_csv_line(fh, str(path)).decode("utf-8").strip()]))
-    return [c.strip() for c in cells] if _is_header(cells, {}) else []
+    rows = _CsvRows(path, {}, header)
+    return [c.strip() for c in rows.first] if rows.header else []
 
 
 def read_chunks(rows: Rows, n: int) -> Iterator[np.ndarray]:
@@ -319,17 +338,25 @@ class _NpzRows(Rows):
 class _CsvRows(Rows):
     dtype = np.dtype(np.float64)
 
-    def __init__(self, path: Path, labels: Labels) -> None:
+    def __init__(self, path: Path, labels: Labels, header: bool | None = None) -> None:
         self.name, self.path = str(path), path
         self.size = max(path.stat().st_size, 1)
         self.labels = labels
         with path.open("rb") as fh:
-            first = _csv_line(fh, self.name).decode("utf-8")
-        if not first.strip():
+            _skip_bom(fh)
+            while True:  # (blank lines are skipped, before the first line too)
+                self.start = fh.tell()
+                line = _csv_line(fh, self.name)
+                if not line or line.strip():
+                    break
+            first = line.decode("utf-8").strip()
+        if not first:
             raise DataError(f"{path}: data must be a non-empty 2-D array [rows, features], got an empty file")
-        cells = next(csv.reader([first.strip()])) if labels else first.strip().split(",")  # (names may hold quoted commas)
-        self.header = _is_header(cells, labels)
-        self.n_features = len(cells)
+        #: The first line's cells as the csv module reads them (quotes removed; names may hold
+        #: quoted commas); ``start``: the byte it starts at (past a byte order mark, blank lines).
+        self.first = next(csv.reader([first]))
+        self.header = _has_header(self.first, _quoted(first, len(self.first)), labels, header, self.name)
+        self.n_features = len(self.first)
         self.n_rows = None
         self._read = 0
 
@@ -341,6 +368,8 @@ class _CsvRows(Rows):
 
         seen = 0
         with self.path.open("rb") as fh:
+            fh.seek(self.start)
+            self._read += self.start
             if self.header:
                 self._read += len(_csv_line(fh, self.name))
             while True:
@@ -357,7 +386,7 @@ class _CsvRows(Rows):
                     if converters:
                         X = self._named_rows(lines, converters, cell, seen)
                     else:
-                        X = np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2, converters=cell)
+                        X = np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2, converters=cell, quotechar='"')
                 if X.shape[1] != self.n_features:
                     raise DataError(
                         f"{self.name}: row {seen + 1} onwards has {X.shape[1]} columns, the first line {self.n_features}"
@@ -380,17 +409,85 @@ class _CsvRows(Rows):
         return min(self._read / self.size, 1.0)
 
 
-def _is_header(cells: list[str], labels: Labels) -> bool:
-    """Whether a first line is a header: a numeric column holds no number there (named
-    categories are text); with only named columns, no cell names a category."""
-    numeric = [tok for j, tok in enumerate(cells) if j not in labels]
+def _has_header(cells: list[str], quoted: list[bool], labels: Labels, header: bool | None, name: str) -> bool:
+    """Whether a .csv's first line (``cells``, and which were ``quoted``) is a header: ``header``
+    when given (``False`` refused where a numeric column holds text there: the rows would fail to
+    read on it anyway, here named); else detected, never guessed:
+
+    - a header when a numeric column holds text: a cell that is neither empty nor a number the
+      reader takes (``float``'s spellings: ``nan``, ``inf``, ``1e5``, ...);
+    - refused when the line could be either: every cell empty (a row of missing values, or a
+      header of blank names), a quoted number in a numeric column (``csv.QUOTE_NONNUMERIC``
+      quotes header names and nothing else, ``csv.QUOTE_ALL`` quotes every number), or cells that
+      number the columns 0 to F - 1 (the header pandas writes for unnamed columns: a
+      ``DataFrame`` of an array, a ``Series``);
+    - with only named-category columns, a header when no cell names a category;
+    - otherwise a row of data.
+    """
+    texts = [c.strip() for c in cells]
+    numeric = [j for j in range(len(cells)) if j not in labels]
+    words = [j for j in numeric if texts[j] and not _is_number(texts[j])]
+    if header is False and words:
+        raise DataError(
+            f"{name}: --no-header, but the first line holds {cells[words[0]]!r} in column {words[0]} (from 0), "
+            "which is no number: if the line is a header, leave out --no-header"
+        )
+    if header is not None:
+        return header
+    if words:
+        return True
+    why = ""
+    if not any(texts):
+        why = "every cell is empty (a row of missing values, or a header of blank names)"
+    elif any(quoted[j] and texts[j] for j in numeric):
+        j = next(j for j in numeric if quoted[j] and texts[j])
+        why = f"column {j} (from 0) holds the quoted number {cells[j]!r} (a header's name, or a number quoted as every cell is)"
+    elif texts == [str(i) for i in range(len(texts))]:
+        why = f"its cells {','.join(texts)} number the columns, as pandas' header of unnamed columns does"
+    if why:
+        raise DataError(
+            f"{name}: cannot tell whether the first line is a header or a row of data: {why}; "
+            "give --header or --no-header (in Python, header=True or False)"
+        )
     if not numeric:  # a header names none of the categories (a row of data names some)
         return not any(np.isfinite(encoder(labels[j])(tok)) for j, tok in enumerate(cells))
-    try:
-        [float(tok) for tok in numeric]
-    except ValueError:
-        return True
     return False
+
+
+def _is_number(text: str) -> bool:
+    """Whether a cell is a number the reader takes (``float``'s spellings, as the rows are read)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+#: A quoted .csv cell from its start (a doubled quote inside is a quote).
+_QUOTED_CELL = re.compile(r'"(?:[^"]|"")*"')
+
+
+def _quoted(line: str, n: int) -> list[bool]:
+    """Which of the ``n`` cells of a .csv line (as the csv module splits it) open with a quote;
+    none, where the line does not split into ``n`` cells this way (a malformed quote: the csv
+    module's reading of it decides)."""
+    flags: list[bool] = []
+    at = 0
+    while True:
+        cell = _QUOTED_CELL.match(line, at)
+        flags.append(cell is not None)
+        comma = line.find(",", cell.end() if cell else at)
+        if comma < 0:
+            break
+        at = comma + 1
+    return flags if len(flags) == n else [False] * n
+
+
+def _skip_bom(fh: IO[bytes]) -> None:
+    """Skip a UTF-8 byte order mark (Excel's "CSV UTF-8" writes one) at the start of ``fh``: a
+    part of no cell (read as text, it would make the first cell no number)."""
+    if fh.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
+        fh.seek(0)
 
 
 def _csv_line(fh: IO[bytes], name: str) -> bytes:

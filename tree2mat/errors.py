@@ -33,7 +33,16 @@ class DeviceUnavailableError(Tree2MatError):
     """The requested execution provider is not available in this onnxruntime."""
 
 
+class GraphTimeoutError(Tree2MatError):
+    """A runtime ran a graph past the time limit (``verify --timeout``) and was stopped."""
+
+
 class VerificationError(Tree2MatError):
     """The ONNX graph does not reproduce the model (or does not fit it at all)."""
 
     exit_code = 1
+
+
+class PickleWarning(UserWarning):
+    """A pickle is about to be loaded, which runs whatever code it names (the CLI prints it as one
+    line on stderr; safe mode refuses pickles instead)."""

@@ -43,6 +43,15 @@ from tree2mat.forms._graph import all_nodes, sort_nodes
 from tree2mat.frontends.sklearn import describe_pipeline as describe
 
 EXTRA = "pip install 'tree2mat[pipelines]'"
+#: The operators skl2onnx writes for the preprocessing steps a pipeline graph holds, beyond
+#: tree2mat's own (``tree2mat.forms._graph.OPERATORS``), by domain: ``verify`` runs a pipeline
+#: graph of these without ``--foreign-graph`` (tests/e2e/test_pipelines.py checks the cases).
+PREPROCESSING_OPERATORS = {
+    "": frozenset({"ArgMin", "CastLike", "Flatten", "Gemm", "ReduceL2", "ReduceMean", "ReduceMin", "ReduceSumSquare",
+                   "Reciprocal", "Round", "Size", "Sqrt", "Sum"}),
+    "ai.onnx.ml": frozenset({"ArrayFeatureExtractor", "Binarizer", "CastMap", "FeatureVectorizer", "Imputer", "LabelEncoder",
+                             "Normalizer", "OneHotEncoder", "Scaler"}),
+}
 
 @dataclass
 class _Steps:

@@ -289,3 +289,61 @@ def test_json_on_stdout_is_all_there_is_when_a_library_prints(tmp_path):
     assert "Ignoring unrecognized parameter" in run.stderr  # (LightGBM did print: it went here)
     run = subprocess.run([str(BIN / "tree2mat"), "inspect", path, "--format", "json"], capture_output=True, text=True, env=env)
     assert run.returncode == 0 and json.loads(run.stdout)["trees"] > 0, run.stdout + run.stderr
+
+
+@pytest.fixture(scope="module")
+def iris_csv(tmp_path_factory):
+    """Iris models and .csv files whose first line is the header pandas writes for unnamed
+    columns (0,1,2,...): the file is a header and rows, or all rows, as the user says (classes
+    2, 3, 4: the header's last cell, 4, is a label too)."""
+    pd = pytest.importorskip("pandas")
+    from sklearn.tree import DecisionTreeClassifier
+
+    d = tmp_path_factory.mktemp("iris_csv")
+    X, y = load_iris(return_X_y=True)
+    y = y + 2
+    joblib.dump(RandomForestClassifier(n_estimators=5, max_depth=3, random_state=0).fit(X, y), d / "rf.joblib")
+    joblib.dump(DecisionTreeClassifier(max_depth=3, random_state=0).fit(X, y), d / "tree.joblib")
+    assert main(["convert", str(d / "rf.joblib"), "-o", str(d / "rf.onnx")]) == 0
+    pd.DataFrame(X[::5]).to_csv(d / "rows.csv", index=False)
+    pd.DataFrame(np.column_stack([X[::5], y[::5]])).to_csv(d / "labelled.csv", index=False)
+    return d
+
+
+@pytest.mark.parametrize("flag, rows", [([], None), (["--header"], 30), (["--no-header"], 31)])
+def test_header_options_reach_every_command_that_reads_data(iris_csv, capsys, tmp_path, flag, rows):
+    """verify, bench, attend and learn: the first line 0,1,2,3 is refused unless --header (30
+    rows, the attention fitted as on pandas' rows) or --no-header (31) says what it is."""
+    pd = pytest.importorskip("pandas")
+    from tree2mat import attention
+
+    d = iris_csv
+    data, labelled = ["--data", str(d / "rows.csv"), *flag], ["--data", str(d / "labelled.csv"), "--target", "4", *flag]
+    commands = {
+        "verify": ["verify", str(d / "rf.joblib"), str(d / "rf.onnx"), *data, "--json", "-"],
+        "bench": ["bench", str(d / "rf.joblib"), *data, "--batch", "1", "--repeat", "1", "--no-peers", "--json", "-"],
+        "attend": ["attend", str(d / "rf.joblib"), *labelled, "-o", str(tmp_path / "abrf.json"), "--epsilon", "0.5", "--tau", "2", "--folds", "2", "--json"],
+        "learn": ["learn", str(d / "tree.joblib"), *labelled, "-o", str(tmp_path / "tuned.json"), "--epochs", "1", "--json", "-"],
+    }
+    for name, args in commands.items():
+        code = main(args)
+        if rows is None:
+            one_line_error(capsys, code, 2, "cannot tell whether the first line is a header or a row of data", "give --header or --no-header")
+            continue
+        assert code == 0, (name, capsys.readouterr().err)
+        out = json.loads(capsys.readouterr().out)
+        counted = out["rows"] + out.get("held_out_rows", 0) if name == "learn" else out["rows"]
+        assert counted == rows, (name, out["rows"])
+    if rows is not None:  # the forest attended on the rows pandas reads, told the same
+        table = pd.read_csv(d / "labelled.csv", header=0 if flag == ["--header"] else None).to_numpy(np.float64)
+        expected = attention.fit(d / "rf.joblib", table[:, :4], table[:, 4], epsilon=0.5, tau=2.0)
+        np.testing.assert_allclose(attention.load(tmp_path / "abrf.json").weights, expected.weights, rtol=1e-9, atol=1e-12)
+
+
+def test_header_option_without_a_csv_is_refused(iris_csv, capsys, tmp_path):
+    np.save(tmp_path / "x.npy", load_iris(return_X_y=True)[0][:5])
+    d = iris_csv
+    code = main(["verify", str(d / "rf.joblib"), str(d / "rf.onnx"), "--header"])
+    one_line_error(capsys, code, 2, "--header says whether the first line of a .csv --data file is a header, and no --data is given")
+    code = main(["bench", str(d / "rf.joblib"), "--data", str(tmp_path / "x.npy"), "--no-header", "--no-peers"])
+    one_line_error(capsys, code, 2, "--no-header says", "x.npy is no .csv file")

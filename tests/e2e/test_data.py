@@ -5,6 +5,7 @@ verify reports what a whole-array verify reports."""
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 
 import joblib
@@ -15,7 +16,7 @@ from sklearn.ensemble import RandomForestClassifier
 import tree2mat
 from tree2mat.cli import main
 from tree2mat.data import load_data, open_rows, read_chunks
-from tree2mat.errors import DataError
+from tree2mat.errors import DataError, OptionError
 
 pd = pytest.importorskip("pandas")
 pytest.importorskip("pyarrow")
@@ -208,3 +209,95 @@ def test_a_csv_without_line_breaks_is_not_read_whole(tmp_path, monkeypatch):
         list(read_chunks(open_rows(tmp_path / "long.csv"), 10))
     (tmp_path / "ok.csv").write_text("1,2\n3,4\n")
     assert load_data(tmp_path / "ok.csv").tolist() == [[1, 2], [3, 4]]
+
+
+# ------------------------------------------------------------------------- .csv header lines
+
+IRIS_HEADER = b"sepal length,sepal width,petal length,petal width\n"
+IRIS_ROWS = b"5.1,,1.4,0.2\n4.9,3.0,1.4,0.2\n6.2,3.4,5.4,2.3\n"  # the first row's empty cell: NaN
+BOM = b"\xef\xbb\xbf"
+
+#: name -> (the file, --header/--no-header (None: detected), whether pandas reads a header there)
+CSV_CASES = {
+    "empty first cell": (IRIS_ROWS, None, False),
+    "BOM, no header": (BOM + IRIS_ROWS, None, False),
+    "BOM, header": (BOM + IRIS_HEADER + IRIS_ROWS, None, True),
+    "one row, no line end": (b"5.1,3.5,1.4,0.2", None, False),
+    "blank lines before the rows": (b"\n\n" + IRIS_ROWS, None, False),
+    "a blank line before the header": (b"\n" + IRIS_HEADER + IRIS_ROWS, None, True),
+    "CRLF line ends": (IRIS_HEADER.replace(b"\n", b"\r\n") + IRIS_ROWS.replace(b"\n", b"\r\n"), None, True),
+    "quoted cells": (b'"sepal length","sepal width","petal length","petal width"\n"5.1","3.5","1.4","0.2"\n4.9,"",1.4,0.2\n', None, True),
+    "NaN spellings first": (b"nan,NaN,1E0,+2.5\n" + IRIS_ROWS, None, False),
+    "--header, a numeric first line": (b"0,1,2,3\n" + IRIS_ROWS, True, True),
+    "--no-header, the column numbers as a row": (b"0,1,2,3\n" + IRIS_ROWS, False, False),
+    "--no-header, BOM": (BOM + IRIS_ROWS, False, False),
+}
+
+
+@pytest.fixture(scope="module")
+def iris_forest(tmp_path_factory):
+    """A forest on iris (it predicts NaN cells too), its file and its graph."""
+    from sklearn.datasets import load_iris
+
+    d = tmp_path_factory.mktemp("iris")
+    model = RandomForestClassifier(5, max_depth=4, random_state=0).fit(*load_iris(return_X_y=True))
+    joblib.dump(model, d / "rf.joblib")
+    tree2mat.save(tree2mat.convert(model), d / "rf.onnx")
+    return d, model
+
+
+@pytest.mark.parametrize("case", CSV_CASES)
+def test_csv_rows_are_every_row_pandas_reads(tmp_path, iris_forest, case):
+    """No row is lost or gained: the rows read are pandas' (told where the header is), and
+    verify compares the graph with scikit-learn's predictions on every one of them, as it does
+    on those rows given as an array."""
+    content, header, pandas_header = CSV_CASES[case]
+    path = tmp_path / "rows.csv"
+    path.write_bytes(content)
+    expected = pd.read_csv(path, header=0 if pandas_header else None).to_numpy(np.float64)
+    got = load_data(path, header)
+    assert got.shape == expected.shape and expected.shape[1] == 4
+    np.testing.assert_array_equal(got, expected)
+    d, model = iris_forest
+    report = tree2mat.verify(model, d / "rf.onnx", path, header=header)
+    whole = tree2mat.verify(model, d / "rf.onnx", expected)
+    assert report.passed and report.rows == whole.rows == expected.shape[0], report.summary()
+    assert [(o.name, o.compared) for o in report.outputs] == [(o.name, o.compared) for o in whole.outputs]
+
+
+@pytest.mark.parametrize(
+    "content, header, needle",
+    [
+        # pandas' header of unnamed columns (DataFrame(X).to_csv(index=False)), or a row
+        (b"0,1,2,3\n" + IRIS_ROWS, None, "cannot tell whether the first line is a header or a row of data: its cells 0,1,2,3 number the columns"),
+        # csv.QUOTE_NONNUMERIC quotes a header's names, csv.QUOTE_ALL every number
+        (b'"5.1","3.5","1.4","0.2"\n' + IRIS_ROWS, None, "column 0 (from 0) holds the quoted number '5.1'"),
+        (b",,,\n" + IRIS_ROWS, None, "every cell is empty"),
+        (IRIS_HEADER + IRIS_ROWS, False, "--no-header, but the first line holds 'sepal length' in column 0 (from 0), which is no number"),
+        (BOM + b"5.1,3.5,width,0.2\n" + IRIS_ROWS, False, "holds 'width' in column 2"),
+    ],
+)
+def test_a_csv_first_line_that_could_be_either_is_refused(tmp_path, iris_forest, capsys, content, header, needle):
+    path = tmp_path / "rows.csv"
+    path.write_bytes(content)
+    with pytest.raises(DataError, match=re.escape(needle)):
+        load_data(path, header)
+    d, _ = iris_forest
+    flag = [] if header is None else ["--header" if header else "--no-header"]
+    assert main(["verify", str(d / "rf.joblib"), str(d / "rf.onnx"), "--data", str(path), *flag]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"tree2mat: error: {path}: ") and needle in err, err
+    if header is None:  # said either way, the file reads (as pandas reads it, told the same)
+        for given in (True, False):
+            expected = pd.read_csv(path, header=0 if given else None).to_numpy(np.float64)
+            np.testing.assert_array_equal(load_data(path, given), expected)
+
+
+def test_header_options_are_for_csv_files_only(tmp_path, iris_forest):
+    d, model = iris_forest
+    np.save(tmp_path / "x.npy", np.ones((2, 4)))
+    for data in (tmp_path / "x.npy", np.ones((2, 4)), None):
+        with pytest.raises(OptionError, match="--header says whether the first line of a .csv --data file is a header"):
+            tree2mat.verify(model, d / "rf.onnx", data, header=True)
+    with pytest.raises(OptionError, match="--no-header says"):
+        load_data(tmp_path / "x.npy", False)

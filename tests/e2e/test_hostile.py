@@ -141,7 +141,7 @@ def test_ill_typed_ir_is_refused_not_coerced(tmp_path, capsys, edit, needle):
 
 
 def test_deeply_nested_json(tmp_path, capsys):
-    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "deep.json").write_text('{"learner": ' + "[" * 100_000 + "]" * 100_000 + "}")
     expect(capsys, main(["inspect", str(tmp_path / "deep.json")]), 2, "nested too deeply")
 
 

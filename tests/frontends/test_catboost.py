@@ -8,6 +8,7 @@ scale_and_bias, the probability threshold; the JSON export read without catboost
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import joblib
@@ -335,3 +336,117 @@ def test_bool_labels_and_a_threshold_of_0_or_1():
     model.set_probability_threshold(1.0)
     with pytest.raises(tree2mat.errors.UnsupportedModelError, match="set a threshold inside"):
         tree2mat.load(model)
+
+
+# ------------------------------------------------------------------------ borders by split_index
+
+
+def _split_edit(tmp_path, grow: str, edit):
+    """A real CatBoost JSON export (catboost's own model of it, and the rows to route), with its
+    first tree's first split edited by ``edit(split, borders)`` (``borders``: the model's, by
+    split_index)."""
+    model = fit("RMSE", depth=3, iterations=3, grow_policy=grow)
+    path = tmp_path / "model.json"
+    model.save_model(str(path), format="json")
+    doc = json.loads(path.read_text())
+    borders = [(f["feature_index"], b) for f in doc["features_info"]["float_features"] for b in f["borders"]]
+    tree = doc["oblivious_trees"][0]["splits"][0] if grow == "SymmetricTree" else doc["trees"][0]["split"]
+    edit(tree, borders)
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    return path, edited
+
+
+def _catboost_leaves(path, X):
+    model = cb.CatBoost()
+    model.load_model(str(path), format="json")
+    return model.calc_leaf_indexes(X.astype(np.float32))
+
+
+def _another_border(split, borders):
+    """The index of a border of the split's feature other than its own."""
+    return next(k for k, (f, _) in enumerate(borders) if f == split["float_feature_index"] and k != split["split_index"])
+
+
+@pytest.mark.parametrize("grow", ["SymmetricTree", "Depthwise"])
+def test_a_split_reads_the_border_its_split_index_names_as_catboost_does(tmp_path, grow):
+    """CatBoost reads a split's border by its split_index: moved to another border's index (its
+    border field moved with it), CatBoost routes rows elsewhere, and so does tree2mat, exactly as
+    CatBoost does."""
+    def move(split, borders):
+        k = _another_border(split, borders)
+        split.update(split_index=k, border=borders[k][1])
+
+    path, edited = _split_edit(tmp_path, grow, move)
+    assert np.any(_catboost_leaves(edited, X) != _catboost_leaves(path, X))
+    report = tree2mat.verify(edited, tree2mat.convert(edited), data=X)  # against CatBoost's model of the file
+    assert report.passed and not report.notes, report.summary()
+    if grow == "SymmetricTree":
+        np.testing.assert_array_equal(evaluate.source_leaf_ids(tree2mat.load(edited), X.astype(np.float32)), _catboost_leaves(edited, X))
+
+
+@pytest.mark.parametrize("grow", ["SymmetricTree", "Depthwise"])
+@pytest.mark.parametrize("what", ["border", "split_index", "float_feature_index"])
+def test_a_split_whose_border_disagrees_with_its_split_index_is_refused(tmp_path, grow, what):
+    """Only one of the two moved: CatBoost goes by the index (its leaves unchanged where the
+    border or feature moved, changed where the index did); tree2mat refuses the file, naming
+    both."""
+    def move(split, borders):
+        k = _another_border(split, borders)
+        if what == "border":
+            split["border"] = borders[k][1]
+        elif what == "split_index":
+            split["split_index"] = k
+        else:
+            split["float_feature_index"] = next(f for f, _ in borders if f != split["float_feature_index"])
+
+    path, edited = _split_edit(tmp_path, grow, move)
+    same = np.array_equal(_catboost_leaves(edited, X), _catboost_leaves(path, X))
+    assert same == (what != "split_index")
+    with pytest.raises(ModelFileError, match=r"edited\.json: tree 0: ill-formed CatBoost model: a split of float feature \d+ at border .* "
+                                             r"disagrees with its split_index \d+, which is float feature \d+'s border .* \(CatBoost reads the split by its index\)"):
+        tree2mat.load(edited)
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (lambda d: d["oblivious_trees"][0]["splits"][0].update(split_index=10_000), "split_index 10000 names none of the model's"),
+        (lambda d: d["oblivious_trees"][0]["splits"][0].pop("split_index"), "need split_index"),
+        (lambda d: d["features_info"]["float_features"][0]["borders"].reverse(), "float feature 0: borders must ascend, each once"),
+        (lambda d: d["features_info"]["float_features"].reverse(), "listed after float feature 4: CatBoost numbers the borders in feature order"),
+    ],
+)
+def test_borders_catboost_cannot_number_are_refused(tmp_path, document, edit, needle):
+    """A split_index past the borders (CatBoost reads memory past them), none (CatBoost takes 0),
+    borders out of order (CatBoost bins by how many a value exceeds) and float features out of
+    order (CatBoost's evaluator crashed on such a model): refused in one line."""
+    path = tmp_path / "damaged.json"
+    doc = _damage(document, edit)
+    if needle.startswith("float feature 0: borders"):  # (reversed, they no longer ascend)
+        assert len(doc["features_info"]["float_features"][0]["borders"]) > 1
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ModelFileError, match=re.escape(needle)) as info:
+        tree2mat.load(path)
+    assert "\n" not in str(info.value)
+
+
+def test_verify_refuses_a_json_catboost_cannot_load(tmp_path, capsys):
+    """A float feature without nan_value_treatment: tree2mat's reader takes CatBoost's default
+    (AsIs), CatBoost 1.2 refuses the file; verify, which compares with CatBoost's own model of
+    the file, refuses it with CatBoost's reason (exit 2) instead of passing against tree2mat alone."""
+    from tree2mat.cli import main
+
+    doc = tree2mat.frontends.catboost.model_json(fit("RMSE", depth=2, iterations=2))
+    doc["features_info"]["float_features"][1].pop("nan_value_treatment")
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(cb.CatBoostError, match="ENanValueTreatment"):
+        cb.CatBoost().load_model(str(path), format="json")
+    onx = tree2mat.convert(path)
+    with pytest.raises(ModelFileError, match=r"model\.json: not a readable CatBoost \.json model: .*Key '' not found in enum TFloatFeature::ENanValueTreatment"):
+        tree2mat.verify(path, onx)
+    tree2mat.save(onx, tmp_path / "model.onnx")
+    assert main(["verify", str(path), str(tmp_path / "model.onnx")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"tree2mat: error: {path}: not a readable CatBoost .json model: ") and "\n" not in err, err

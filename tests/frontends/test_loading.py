@@ -52,7 +52,7 @@ def test_skops_with_untrusted_types_is_refused(tmp_path):
     sio = pytest.importorskip("skops.io")
     path = tmp_path / "evil.skops"
     sio.dump(FunctionTransformer(func=operator.add), path)  # a callable from outside sklearn/numpy
-    with pytest.raises(UnsupportedModelError, match="does not trust: _operator.add"):
+    with pytest.raises(UnsupportedModelError, match="holds what tree2mat does not read: _operator.add"):
         tree2mat.load(path)
 
 

@@ -6,6 +6,7 @@ refusals for what is not supported yet."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -249,7 +250,8 @@ def ubj_error(path: Path, content: bytes, needle: str) -> None:
 def test_truncated_ubj_is_a_one_line_model_file_error(tmp_path, monkeypatch):
     good = bytes(fit("binary:logistic").get_booster().save_raw("ubj"))
     monkeypatch.setitem(sys.modules, "xgboost", None)  # read without xgboost
-    for cut in [*range(0, len(good), len(good) // 50), len(good) - 1]:
+    ubj_error(tmp_path / "m.ubj", b"", "an empty file")
+    for cut in [*range(1, len(good), len(good) // 50), len(good) - 1]:
         ubj_error(tmp_path / "m.ubj", good[:cut], "not a valid UBJSON model file: truncated: .* at byte")
     ubj_error(tmp_path / "m.ubj", good + b"Z", f"trailing bytes after the document at byte {len(good)}")
 
@@ -260,7 +262,7 @@ BIG = (2**40).to_bytes(8, "big")
 @pytest.mark.parametrize(
     "content,needle",
     [
-        (b"garbage", "unknown or unsupported marker 'g' at byte 0"),
+        (b"garbage", "not a JSON or UBJSON model document \\(it begins b'garbage'\\)"),  # (refused unread, however long)
         (b"[$d#L" + BIG, "length 1099511627776 needs at least 4398046511104 bytes, 0 left at byte 4"),  # refused before allocating
         (b"[#L" + BIG + b"ZZ", "length 1099511627776 needs at least 1099511627776 bytes, 2 left at byte 2"),
         (b"{L" + BIG + b"abc", "length 1099511627776 needs at least 1099511627776 bytes, 3 left at byte 1"),
@@ -268,7 +270,7 @@ BIG = (2**40).to_bytes(8, "big")
         (b"[$S#i\x01", "typed arrays of 'S' are not supported at byte 2"),
         (b"[" * 100 + b"]" * 100, "nested deeper than 64 levels at byte 65"),
         (b"{i\x01aZi\x01aZ}", "duplicate key 'a' at byte 5"),
-        (b"Si\x02\xff\xfe", "string is not UTF-8 at byte 1"),
+        (b"[Si\x02\xff\xfe]", "string is not UTF-8 at byte 2"),
         (b"[i\x01]", "not an XGBoost model"),
     ],
 )
@@ -312,3 +314,91 @@ def test_an_ir_file_of_a_multi_output_model_verifies_against_the_reference_evalu
     report = tree2mat.verify(path, tree2mat.convert(path))
     assert report.passed, report.summary()
     assert any("no original library model" in note for note in report.notes)
+
+
+@pytest.fixture(scope="module")
+def three_trees(tmp_path_factory) -> Path:
+    """A real model file (three trees of a binary classifier) and its graph beside it."""
+    path = tmp_path_factory.mktemp("three_trees") / "m.json"
+    xgb.XGBClassifier(n_estimators=3, max_depth=3).fit(XB, YB).save_model(path)
+    tree2mat.save(tree2mat.convert(path), path.with_suffix(".onnx"))
+    return path
+
+
+def _edited(tmp_path: Path, three_trees: Path, edit) -> Path:
+    """``three_trees`` with one field edited."""
+    doc = json.loads(three_trees.read_text())
+    edit(doc["learner"], doc["learner"]["gradient_booster"]["model"])
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (lambda lr, m: m["trees"][0]["tree_param"].__setitem__("num_nodes", "1000000"), "tree 0: ill-formed XGBoost model: tree_param num_nodes is 1000000, the node arrays hold"),
+        (lambda lr, m: m["trees"][1]["tree_param"].__setitem__("num_nodes", "3"), "tree 1: ill-formed XGBoost model: tree_param num_nodes is 3, the node arrays hold"),
+        (lambda lr, m: lr["learner_model_param"].__setitem__("num_class", "-5"), "learner_model_param num_class is -5; it must be 0 or more"),
+        (lambda lr, m: lr["learner_model_param"].__setitem__("num_target", "0"), "learner_model_param num_target is 0; it must be 1 or more"),
+        (lambda lr, m: m["gbtree_model_param"].__setitem__("num_trees", "100"), "gbtree_model_param num_trees is 100, the model holds 3 trees"),
+        (lambda lr, m: m["gbtree_model_param"].__setitem__("num_trees", "2"), "gbtree_model_param num_trees is 2, the model holds 3 trees"),
+        (lambda lr, m: m["trees"][1].__setitem__("id", 7), "tree 1: ill-formed XGBoost model: id 7, not its position 1"),
+        (lambda lr, m: m.__setitem__("iteration_indptr", [0, 1, 2, 5]), "iteration_indptr [0, 1, 2, 5] does not rise from 0 to the 3 trees"),
+        (lambda lr, m: m["trees"][2]["parents"].pop(), "tree 2: ill-formed XGBoost model: parents holds"),
+        (lambda lr, m: m["trees"][0]["loss_changes"].append(0.0), "tree 0: ill-formed XGBoost model: loss_changes holds"),
+    ],
+)
+def test_declared_counts_xgboost_refuses_are_refused_without_it(tmp_path, three_trees, monkeypatch, capsys, edit, needle):
+    """Counts a file declares that disagree with what it holds: XGBoost refuses the file, and
+    so does tree2mat, without xgboost installed too (convert, verify and inspect: exit 2, one line)."""
+    from tree2mat.cli import main
+
+    path = _edited(tmp_path, three_trees, edit)
+    with pytest.raises(xgb.core.XGBoostError):
+        xgb.Booster(model_file=bytearray(path.read_bytes()))
+    monkeypatch.setitem(sys.modules, "xgboost", None)
+    with pytest.raises(ModelFileError, match=re.escape(needle)):
+        tree2mat.load(path)
+    for args in (["convert", str(path), "-o", str(tmp_path / "x.onnx")], ["verify", str(path), str(three_trees.with_suffix(".onnx"))]):
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"tree2mat: error: {path}: {needle}" or (err.startswith(f"tree2mat: error: {path}: ") and needle in err and "\n" not in err), err
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_a_file_xgboost_refuses_never_verifies_against_tree2mat_alone(tmp_path, three_trees, capsys):
+    """num_deleted, which tree2mat does not read: the file converts, but verify loads it in
+    XGBoost to compare with, which refuses it; verify says so (exit 2, XGBoost's reason in one
+    line) instead of passing against tree2mat's own reading."""
+    from tree2mat.cli import main
+
+    path = _edited(tmp_path, three_trees, lambda lr, m: m["trees"][0]["tree_param"].__setitem__("num_deleted", "3"))
+    with pytest.raises(xgb.core.XGBoostError, match="num_deleted"):
+        xgb.Booster(model_file=str(path))
+    onx = tree2mat.convert(path)
+    reason = "XGBoost itself cannot load this model: Check failed: static_cast<bst_node_t>(deleted_nodes_.size()) == param_.num_deleted (0 vs. 3)"
+    with pytest.raises(ModelFileError, match=re.escape(f"{path}: {reason}")):
+        tree2mat.verify(path, onx)
+    tree2mat.save(onx, tmp_path / "m.onnx")
+    assert main(["verify", str(path), str(tmp_path / "m.onnx")]) == 2
+    assert capsys.readouterr().err.strip() == f"tree2mat: error: {path}: {reason}"
+
+
+def test_verify_loads_the_file_in_xgboost_by_its_contents(tmp_path):
+    """A UBJSON model named .json (XGBoost's loader goes by the name and fails on it; tree2mat
+    reads it by its bytes): verify compares with XGBoost's own Booster of it, not with the
+    reference evaluator; an IR file naming XGBoost as its source still compares with the latter."""
+    from tree2mat.ir.io import dumps
+
+    model = fit("binary:logistic")
+    path = tmp_path / "ubj.json"
+    path.write_bytes(bytes(model.get_booster().save_raw("ubj")))
+    with pytest.raises(xgb.core.XGBoostError):
+        xgb.Booster(model_file=str(path))
+    report = tree2mat.verify(path, tree2mat.convert(path))
+    assert report.passed and not report.notes, report.summary()
+    ir = tmp_path / "ir.json"
+    ir.write_text(dumps(tree2mat.load(path)))
+    report = tree2mat.verify(ir, tree2mat.convert(ir))
+    assert report.passed and any("no original library model" in note for note in report.notes), report.summary()

@@ -233,7 +233,7 @@ def test_learn_prints_the_table_and_writes_json(files, capsys):
         (["--data", "{files}/X.npy"], "name the .npy file of their targets"),
         (["--data", "{files}/missing.npz"], "missing.npz"),
         (["--model", "{files}/regressor.joblib"], "fine-tunes classifiers"),
-        (["--json", "{files}/never.json"], "is --json: write the fine-tuned model to another file"),
+        (["--json", "{files}/never.json"], "and --json"),
         (["--learning-rate", "1e308", "--no-progress"], "fine-tuning diverged in epoch 1"),
     ],
 )

@@ -25,6 +25,17 @@ MIN_OPSET = 13
 MAX_TENSOR_BYTES = 2**31 - 2**20
 #: Constants of a branch up to this size are the branch's own (:attr:`GraphBuilder.local`).
 LOCAL_BYTES = 64
+#: The operators tree2mat's graphs are made of (every form, head and option; the attention
+#: forests' graphs): what ``verify`` runs without ``--foreign-graph``. No loops, no custom
+#: domains: a graph of these runs in time bounded by its size and its rows' (tests/forms/
+#: test_graph.py checks that every graph tree2mat writes keeps to them).
+OPERATORS = frozenset({
+    "Abs", "Add", "And", "ArgMax", "Cast", "Ceil", "Clip", "Concat", "Constant", "ConstantOfShape", "CumSum", "Div",
+    "Equal", "Exp", "Expand", "Floor", "Gather", "GatherElements", "Greater", "GreaterOrEqual", "Identity", "If", "IsInf",
+    "IsNaN", "Less", "LessOrEqual", "Log", "MatMul", "MatMulInteger", "Max", "Min", "Mul", "Neg", "Not", "Or", "Pad",
+    "Pow", "ReduceMax", "ReduceSum", "Reshape", "Shape", "Sigmoid", "Sign", "Slice", "Softmax", "Split", "Squeeze", "Sub",
+    "Tanh", "Tile", "Transpose", "Unsqueeze", "Where", "Xor",
+})
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from tree2mat.forms import _digits
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._heads import Margin
 from tree2mat.ir.core import Aggregation, CategoryCodes, Comparison, Ensemble, Link, Projections
+from tree2mat.ir.limits import Declared
 from tree2mat.ir.thresholds import FLOAT32, compare_dtype, graph_categories, graph_thresholds
 
 #: How an exit index maps to leaf ids (``tree2mat.exit_layout`` in a graph's metadata):
@@ -74,8 +75,11 @@ class Exit:
         """The leaf ids [T, N] int64, trees in the ensemble's order (``name``: the tensor's)."""
         if self.layout == EXIT_LEAVES:
             return self.index if name is None else g.op("Identity", [self.index], out=name)
-        leaf = g.op("GatherElements", [g.const(self.slots, "node_leaf"), self.index], "leaf_sorted", axis=1)
-        return g.op("Gather", [leaf, g.const(self.position, "tree_position")], "leaf_ids", out=name, axis=0)
+        # The index's rows put in tree order first, then the leaf at each position (the slots
+        # reordered alike). Gathering the leaves first and their rows after, IREE 3.13 fused the
+        # two gathers into one dispatch and refused it ("expected no unbounded stack allocations").
+        index = g.op("Gather", [self.index, g.const(self.position, "tree_position")], "exit_in_tree_order", axis=0)
+        return g.op("GatherElements", [g.const(self.slots[self.position], "node_leaf"), index], "leaf_ids", out=name, axis=1)
 
 
 @dataclass(frozen=True)
@@ -301,10 +305,30 @@ def input_bytes_per_row(ens: Ensemble) -> int:
 
 def categorical_bytes_per_row(ens: Ensemble) -> int:
     """Runtime bytes per row of the categorical intermediates ([N, F_c, C] and [N, M])."""
-    features = _category_sets(ens)
-    width = max((len(v) for v in features.values()), default=0)
-    n_nodes = sum(tree.cat_nodes.size for tree in ens.trees)
-    return len(features) * width * 13 + n_nodes * 29
+    return _categorical_row_bytes(Declared.of(ens))
+
+
+def _categorical_row_bytes(sizes: Declared) -> int:
+    """:func:`categorical_bytes_per_row` of a model of these sizes: per categorical column each
+    of the widest column's categories compared, ranked and summed (13 bytes), per categorical
+    node its code, offset, direction and test (29 bytes)."""
+    return sizes.categorical_columns * sizes.widest_column * 13 + sizes.categorical_nodes * 29
+
+
+def exit_values_bytes_per_row(ens: Ensemble) -> int:
+    """Per row, the leaf values of every tree's exit as a walk gathers them: one float64 where a
+    tree adds into one column, else K of them gathered, stacked and summed (24 bytes each)."""
+    K = 1 if one_class_per_tree(ens) else ens.n_outputs
+    return ens.n_trees * (K * 8 if K == 1 else K * 24)
+
+
+def floor_bytes(sizes: Declared, rows: int) -> int:
+    """The least memory any form's graph of a model of ``sizes`` takes, constants and ``rows``
+    rows of intermediates (what every form's ``constant_bytes + rows x bytes_per_row`` is at
+    least: tests/forms/test_auto.py holds it against them): a threshold and a column per internal
+    node, a value per leaf; per row the categorical intermediates every form's input preparation
+    makes, the exit of every tree and the K outputs."""
+    return 8 * sizes.internal + 4 * sizes.leaves + rows * (_categorical_row_bytes(sizes) + 8 * sizes.trees + 4 * sizes.outputs)
 
 
 #: What to do about a dense [T, I, L] layout over its limit.

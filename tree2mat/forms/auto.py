@@ -28,13 +28,16 @@ same on every device.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from tree2mat.errors import OptionError, UnsupportedModelError
-from tree2mat.forms import FORMS, FormSpec
+from tree2mat.forms import FORMS, FormSpec, _layout
+from tree2mat.ir import limits
 from tree2mat.ir.core import Ensemble
+from tree2mat.ir.limits import Declared
 
 #: Rows per run the memory budget is checked for (constants + this many rows' intermediates).
 BUDGET_ROWS = 10_000
@@ -132,6 +135,31 @@ def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY, batch_hint: int 
         f"estimated {best.us_per_row:.3g} us per row on the CPU, {gib(best.memory_bytes)} (vs {'; '.join(parts)})"
     )
     return Choice(best.form, reason, tuple(estimates))
+
+
+def declared_check(max_memory: int, rows: int = BUDGET_ROWS, budget: str = "--max-memory") -> Callable[[Declared, str], None]:
+    """The check a model's declared sizes pass before they are read into the IR
+    (:func:`tree2mat.ir.limits.checking`): reading it within half this machine's memory, and the
+    least any form's graph needs for ``rows`` rows (:func:`tree2mat.forms._layout.floor_bytes`)
+    within ``max_memory`` (as messages name it: ``budget``)."""
+
+    def check(sizes: Declared, name: str) -> None:
+        limits.check_reading(sizes, name)
+        least = _layout.floor_bytes(sizes, rows)
+        if least > max_memory:
+            raise UnsupportedModelError(
+                f"{name}: declares {sizes.describe()}: any graph of it needs at least {gib(least)} for {rows} "
+                f"row{'s' * (rows != 1)}, over {budget} {gib(max_memory)}; refused before anything of it was built"
+            )
+
+    return check
+
+
+def reading_check() -> Callable[[Declared, str], None]:
+    """The check of a model read for anything but building its graph (``load``, ``verify``,
+    ``inspect``, ``bench``): reading it, and one row of its smallest graph, within half this
+    machine's memory."""
+    return declared_check(limits.physical_memory() // 2, rows=1, budget="half this machine's memory,")
 
 
 def gib(n: int) -> str:

@@ -203,9 +203,11 @@ def constant_bytes(ens: Ensemble) -> int:
 
 def bytes_per_row(ens: Ensemble) -> int:
     """Per tree, a stage's cells (columns, values, thresholds, tests, bits: 2^k - 1 each), their
-    products with the template (2^k (2^k - 1)) and scores (2^k), the exit; the augmented input."""
+    products with the template (2^k (2^k - 1)) and scores (2^k), the exit and its leaf values (K
+    of them: :func:`tree2mat.forms._layout.exit_values_bytes_per_row`); the augmented input."""
     k = block_depth(ens)
-    return ens.n_trees * ((2**k - 1) * 32 + 2**k * (2**k - 1) * 4 + 2**k * 4 + 48) + _layout.input_bytes_per_row(ens)
+    cells = ens.n_trees * ((2**k - 1) * 32 + 2**k * (2**k - 1) * 4 + 2**k * 4 + 48)
+    return cells + _layout.exit_values_bytes_per_row(ens) + _layout.input_bytes_per_row(ens)
 
 
 def us_per_row(ens: Ensemble) -> float:

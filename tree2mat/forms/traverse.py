@@ -435,9 +435,7 @@ def bytes_per_row(ens: Ensemble) -> int:
     """Per tree, the few [T, N] tensors of one level (alive one level at a time), the exit index
     and values (and their indices with several outputs); the augmented input and its transpose
     (a few blocks of the features, a bound)."""
-    K = 1 if _layout.one_class_per_tree(ens) else ens.n_outputs
-    per_tree = 48 + 8 + (K * 8 if K == 1 else K * 24)
-    return ens.n_trees * per_tree + 6 * ens.n_columns * 8 + _layout.input_bytes_per_row(ens)
+    return ens.n_trees * (48 + 8) + _layout.exit_values_bytes_per_row(ens) + 6 * ens.n_columns * 8 + _layout.input_bytes_per_row(ens)
 
 
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:

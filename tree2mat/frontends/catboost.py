@@ -9,6 +9,9 @@ exactly when ``x > border`` (left when ``x <= border``; ``+inf`` right of every 
 ``nan_value_treatment`` is ``AsFalse`` (``nan_mode`` Min: by -inf, so left) or ``AsTrue``
 (``nan_mode`` Max: by +inf, so right); otherwise (``AsIs``, every feature of a ``Forbidden``
 model, features without NaN at fit) NaN stays NaN and ``NaN > border`` is false: left.
+A split's border is the one its ``split_index`` numbers among the float features' ``borders``
+(feature by feature, each ascending), as CatBoost reads it; a split whose own ``border`` or
+``float_feature_index`` says otherwise is refused.
 A symmetric (oblivious) tree of depth D tests ``splits[d]`` at every node of level D - 1 - d and
 its leaf is ``sum_d 2^d [split d true]`` (``leaf_values`` leaf-major, ``dim`` values per leaf);
 a non-symmetric tree (``grow_policy`` Depthwise, Lossguide) is nested ``split``/``left``/``right``
@@ -38,9 +41,10 @@ import numpy as np
 from tree2mat.errors import ModelFileError, UnsupportedModelError
 from tree2mat.frontends._spec import FileFormat, FrontendSpec
 from tree2mat.frontends._support import SupportRow, normalize_classes
-from tree2mat.frontends.loading import JSON, MALFORMED, file_kind, read_head
+from tree2mat.frontends.loading import JSON, MALFORMED, file_kind, read_document, read_head
 from tree2mat.ir.build import tree_from_nodes
 from tree2mat.ir.core import Aggregation, Comparison, Ensemble, LabelRule, Link, Task, Tree, leaf_ref
+from tree2mat.ir.limits import Declared, declare, trees_read
 
 F32 = np.dtype(np.float32)
 #: Deepest symmetric tree CatBoost grows (its ``depth`` is at most 16); a document claiming more
@@ -139,13 +143,19 @@ def _refuse_features(info: dict, where: str) -> None:
             raise UnsupportedModelError(f"{where}: CatBoost {what} features ({key}) are not supported; numeric features only")
 
 
-def _features(info: dict, where: str) -> tuple[dict[int, _Feature], int, tuple[str, ...] | None]:
-    """The float features by ``feature_index``; the input's width; its feature names (when
-    every column has one)."""
+#: The model's borders by ``split_index``: (float feature index, float32 border) each.
+Borders = list[tuple[int, float]]
+
+
+def _features(info: dict, where: str) -> tuple[dict[int, _Feature], Borders, int, tuple[str, ...] | None]:
+    """The float features by ``feature_index``; the model's borders by ``split_index`` (each
+    feature's ``borders`` in turn, as CatBoost numbers them); the input's width; its feature
+    names (when every column has one)."""
     floats = info.get("float_features", [])
     if not isinstance(floats, list):
         raise _ill(where, "float_features must be a list")
     features: dict[int, _Feature] = {}
+    borders: Borders = []
     names: dict[int, str] = {}
     columns: set[int] = set()
     for f in floats:
@@ -154,6 +164,9 @@ def _features(info: dict, where: str) -> tuple[dict[int, _Feature], int, tuple[s
             raise _ill(where, "feature_index and flat_feature_index must be small non-negative integers")
         if index in features or column in columns:
             raise _ill(where, f"float feature {index} (column {column}) listed twice")
+        if features and index < max(features):  # (CatBoost's evaluator crashes on such a model)
+            raise _ill(where, f"float feature {index} listed after float feature {max(features)}: CatBoost numbers the borders in feature order")
+        borders += [(index, border) for border in _feature_borders(f, index, where)]
         columns.add(column)
         treatment = f.get("nan_value_treatment", "AsIs")
         if treatment not in ("AsIs", "AsFalse", "AsTrue"):
@@ -165,29 +178,56 @@ def _features(info: dict, where: str) -> tuple[dict[int, _Feature], int, tuple[s
         raise _ill(where, "no float features")
     n = max(g.column for g in features.values()) + 1
     full = len(names) == n and len(set(names.values())) == n
-    return features, n, tuple(names[j] for j in range(n)) if full else None
+    return features, borders, n, tuple(names[j] for j in range(n)) if full else None
 
 
-def _split(split: Any, features: dict[int, _Feature], where: str) -> tuple[int, float, bool]:
-    """A split's input column, border and whether NaN goes left."""
+def _feature_borders(feature: dict, index: int, where: str) -> list[float]:
+    """A float feature's borders (float32), ascending: CatBoost bins a value by the number of
+    borders it exceeds, which is the split's test only when they ascend (measured: reversed, it
+    routed 2 919 of 3 000 rows elsewhere than its splits say)."""
+    values = feature.get("borders", [])
+    if not isinstance(values, list):
+        raise _ill(where, f"float feature {index}: borders must be a list")
+    out = [_float32(v, "border", where) for v in values]
+    if any(a >= b for a, b in zip(out, out[1:])):
+        raise _ill(where, f"float feature {index}: borders must ascend, each once")
+    return out
+
+
+def _split(split: Any, features: dict[int, _Feature], borders: Borders, where: str) -> tuple[int, float, bool]:
+    """A split's input column, border and whether NaN goes left. CatBoost reads a split by its
+    ``split_index`` alone, the border of that number (measured with catboost 1.2.10: its
+    ``float_feature_index`` and ``border`` edited, CatBoost's leaves stay the same; its index
+    edited, they change): the border is read there, and a split whose own feature or border
+    disagrees with it is refused (a damaged or hand-edited document means one or the other)."""
     kind = _field(split, "split_type", where)
     if kind != "FloatFeature":
         raise UnsupportedModelError(f"{where}: CatBoost split type {kind!r} is not supported (float features only)")
-    index = _field(split, "float_feature_index", where)
-    if not isinstance(index, int) or index not in features:
-        raise _ill(where, f"split on unknown float feature {index!r}")
+    stated = split.get("float_feature_index")
+    if "float_feature_index" in split and (not isinstance(stated, int) or stated not in features):
+        raise _ill(where, f"split on unknown float feature {stated!r}")
+    border = _float32(split["border"], "border", where) if "border" in split else None
+    at = _field(split, "split_index", where)
+    if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at < len(borders):
+        raise _ill(where, f"split_index {at!r} names none of the model's {len(borders)} borders")
+    index, value = borders[at]
+    if stated not in (None, index) or border not in (None, value):
+        raise _ill(
+            where, f"a split of float feature {stated} at border {border!r} disagrees with its split_index {at}, "
+            f"which is float feature {index}'s border {value!r} (CatBoost reads the split by its index)",
+        )
     feature = features[index]
-    return feature.column, _float32(_field(split, "border", where), "border", where), not feature.nan_right
+    return feature.column, value, not feature.nan_right
 
 
-def _oblivious(doc: Any, features: dict[int, _Feature], dim: int, where: str) -> Tree:
+def _oblivious(doc: Any, features: dict[int, _Feature], borders: Borders, dim: int, where: str) -> Tree:
     """A symmetric tree as an IR tree: level ``l`` (2^l nodes, breadth-first) tests
     ``splits[D - 1 - l]``; leaf ``j`` (left to right) is CatBoost's leaf index ``j``."""
     splits = doc.get("splits") if isinstance(doc, dict) else None
     splits = [] if splits is None else splits
     if not isinstance(splits, list) or len(splits) > MAX_DEPTH:
         raise _ill(where, f"splits must be a list of at most {MAX_DEPTH}")
-    tests = [_split(s, features, where) for s in splits]
+    tests = [_split(s, features, borders, where) for s in splits]
     depth = len(tests)
     values = _values(_field(doc, "leaf_values", where), "leaf_values", where)
     if values.size != dim << depth:
@@ -206,7 +246,7 @@ def _oblivious(doc: Any, features: dict[int, _Feature], dim: int, where: str) ->
     )
 
 
-def _non_symmetric(doc: Any, features: dict[int, _Feature], dim: int, where: str) -> Tree:
+def _non_symmetric(doc: Any, features: dict[int, _Feature], borders: Borders, dim: int, where: str) -> Tree:
     """A non-symmetric tree (nested ``split``/``left``/``right``, leaves ``value``), walked
     without recursion; ``left`` is where the split is false."""
     nodes: list[Any] = [doc]
@@ -221,10 +261,11 @@ def _non_symmetric(doc: Any, features: dict[int, _Feature], dim: int, where: str
         if not isinstance(node, dict):
             raise _ill(where, "a tree node must be an object")
         if "split" in node:
-            tests.append(_split(node["split"], features, where))
+            children = [_field(node, "left", where), _field(node, "right", where)]
+            tests.append(_split(node["split"], features, borders, where))
             left.append(len(nodes))
             right.append(len(nodes) + 1)
-            nodes += [_field(node, "left", where), _field(node, "right", where)]
+            nodes += children
             leaf_values.append(np.zeros(dim))
         else:
             value = _values(_field(node, "value", where), "value", where)
@@ -318,6 +359,14 @@ def _label_cutoff(model_info: dict, where: str) -> float:
     return -math.log(1 / t - 1)
 
 
+def _declared(trees: list[Any], dim: int) -> Declared:
+    """The sizes the trees declare before any is lowered: a symmetric tree of D splits has
+    2^D leaves; a non-symmetric one at least one (its nodes are counted as it is walked)."""
+    depths = [len(t["splits"]) if isinstance(t, dict) and isinstance(t.get("splits"), list) else 0 for t in trees]
+    leaves = sum(1 << min(d, MAX_DEPTH + 1) for d in depths)
+    return Declared(trees=len(trees), internal=leaves - len(trees), leaves=leaves, outputs=dim)
+
+
 def from_document(doc: Any, name: str = "CatBoost model") -> Ensemble:
     """The IR of a CatBoost JSON document (``save_model(path, format="json")``)."""
     info = _field(doc, "features_info", name)
@@ -326,7 +375,7 @@ def from_document(doc: Any, name: str = "CatBoost model") -> Ensemble:
     _refuse_features(info, name)
     model_info = _field(doc, "model_info", name)
     loss, obj = _objective(model_info, name)
-    features, n_features, names = _features(info, name)
+    features, borders, n_features, names = _features(info, name)
     dim = _dimension(model_info, obj, name)
     if "oblivious_trees" in doc:
         trees_doc, lower = doc["oblivious_trees"], _oblivious
@@ -334,7 +383,8 @@ def from_document(doc: Any, name: str = "CatBoost model") -> Ensemble:
         trees_doc, lower = _field(doc, "trees", name), _non_symmetric
     if not isinstance(trees_doc, list) or not trees_doc:
         raise _ill(name, "no trees")
-    trees = [lower(t, features, dim, f"{name}: tree {i}") for i, t in enumerate(trees_doc)]
+    declare(_declared(trees_doc, dim), name)
+    trees = [lower(t, features, borders, dim, f"{name}: tree {i}") for i, t in trees_read(list(enumerate(trees_doc)))]
     scale, bias = _scale_and_bias(doc, dim, name)
     if scale != 1.0:  # scale * sum(v) as sum(scale * v): the same up to rounding of the values
         trees = [dataclasses.replace(t, value=t.value * scale) for t in trees]
@@ -495,7 +545,9 @@ def _check_in_a_process(path: Path, fmt: str) -> None:
 
 def native_model(path: Path, ens: Ensemble) -> Any:
     """CatBoost's own model of a native file (None without catboost, or for a file CatBoost does
-    not read: an IR document naming CatBoost as its source)."""
+    not read: an IR document naming CatBoost as its source). A CatBoost JSON document CatBoost
+    refuses is refused (ModelFileError, CatBoost's reason): verify would otherwise compare the
+    graph with tree2mat's own reading of a file its library does not read at all."""
     if not ens.source.startswith("catboost"):
         return None
     catboost = _catboost()
@@ -507,13 +559,16 @@ def native_model(path: Path, ens: Ensemble) -> Any:
     if fmt == "json":  # (a .cbm was checked when it was read: load_cbm)
         try:
             _check_in_a_process(path, fmt)
-        except ModelFileError:  # not CatBoost's file after all (an IR naming it its source)
-            return None
+        except ModelFileError:
+            doc = read_document(path)
+            if not (isinstance(doc, dict) and "features_info" in doc):  # an IR naming CatBoost as its source
+                return None
+            raise
     model = catboost.CatBoost()
     try:
         model.load_model(str(path), format=fmt)
-    except Exception:
-        return None
+    except Exception as exc:  # (CatBoostError; it loaded the file in the checking process)
+        raise ModelFileError(f"{path}: CatBoost itself cannot load this model: {exc}") from exc
     return model
 
 

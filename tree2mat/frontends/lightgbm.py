@@ -40,6 +40,7 @@ from tree2mat.ir.core import (
     Tree,
 )
 from tree2mat.ir.evaluate import first_float, sigmoid
+from tree2mat.ir.limits import Declared, declare, trees_read
 
 #: LightGBM's kZeroThreshold (a float32 1e-35, compared in float64).
 ZERO_THRESHOLD = float(np.float32(1e-35))
@@ -301,16 +302,12 @@ def _tree(block: dict[str, str], where: str) -> Tree:
         return _with_leaf_extras(tree, block, where, np.zeros(1, np.int64))
     feature = _numbers(block, "split_feature", where, n_int, int)
     threshold = _numbers(block, "threshold", where, n_int, float)
-    # decision_type may be left out (LightGBM reads 0: numeric, missing type None, right)
-    dtype = _numbers(block, "decision_type", where, n_int, int) if "decision_type" in block else np.zeros(n_int, np.int64)
+    dtype, is_cat = _node_kinds(block, where, n_int)
     left = _numbers(block, "left_child", where, n_int, int)
     right = _numbers(block, "right_child", where, n_int, int)
-    if np.any((dtype < 0) | (dtype > 127)):
-        raise ModelFileError(f"{where}: ill-formed LightGBM model: decision_type outside [0, 127]")
     missing = (dtype >> 2) & 3
     if np.any(missing == 3):
         raise ModelFileError(f"{where}: ill-formed LightGBM model: unknown missing type 3")
-    is_cat = (dtype & _CATEGORICAL) > 0
     default_left = (dtype & _DEFAULT_LEFT) > 0
     with np.errstate(invalid="ignore"):
         # Missing type None: NaN is replaced by 0, which then meets the threshold.
@@ -357,6 +354,11 @@ def _categories(
 ) -> dict[int, np.ndarray]:
     """Per categorical node, the category codes its bitset holds (only the set bits are kept:
     a bitset spanning millions of codes costs what its set bits cost)."""
+    return {node: _bitset_values(words) for node, words in _bitsets(block, where, n_cat, threshold, is_cat).items()}
+
+
+def _bitsets(block: dict[str, str], where: str, n_cat: int, threshold: np.ndarray, is_cat: np.ndarray) -> dict[int, np.ndarray]:
+    """Per categorical node, the uint32 words of the bitset it names (views of one array)."""
     if not is_cat.any():
         return {}
     bounds = _numbers(block, "cat_boundaries", where, n_cat + 1, int)
@@ -370,8 +372,56 @@ def _categories(
         idx = threshold[node]
         if not (np.isfinite(idx) and idx == int(idx) and 0 <= idx < n_cat):
             raise ModelFileError(f"{where}: ill-formed LightGBM model: node {node} names bitset {idx}")
-        out[int(node)] = _bitset_values(words[bounds[int(idx)] : bounds[int(idx) + 1]])
+        out[int(node)] = words[bounds[int(idx)] : bounds[int(idx) + 1]]
     return out
+
+
+def _set_bits(words: np.ndarray) -> int:
+    """How many bits of the uint32 ``words`` are set (numpy 1.26 has no ``bitwise_count``)."""
+    return int(np.unpackbits(np.ascontiguousarray(words, np.uint32).view(np.uint8)).sum())
+
+
+def _node_kinds(block: dict[str, str], where: str, n_int: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each internal node's ``decision_type`` (left out: 0, numeric) and whether it is
+    categorical."""
+    # decision_type may be left out (LightGBM reads 0: numeric, missing type None, right)
+    dtype = _numbers(block, "decision_type", where, n_int, int) if "decision_type" in block else np.zeros(n_int, np.int64)
+    if np.any((dtype < 0) | (dtype > 127)):
+        raise ModelFileError(f"{where}: ill-formed LightGBM model: decision_type outside [0, 127]")
+    return dtype, (dtype & _CATEGORICAL) > 0
+
+
+def _declared(model: ModelText, k: int, name: str) -> Declared:
+    """The sizes the model text declares, read from its numbers of leaves and its bitsets (the
+    set bits counted, never listed), before any tree is built."""
+    leaves = [_int(block, "num_leaves", f"{name}: tree {t}") for t, block in enumerate(model.trees)]
+    if min(leaves) < 1:
+        raise ModelFileError(f"{name}: ill-formed LightGBM model: num_leaves {min(leaves)}")
+    nodes = Declared(trees=len(leaves), internal=sum(leaves) - len(leaves), leaves=sum(leaves), outputs=k)
+    declare(nodes, name)  # (before a list of that many numbers is looked for)
+    counts: list[int] = []
+    columns: dict[int, np.ndarray] = {}  # per column, its nodes' bitsets OR-ed
+    for t, block in enumerate(model.trees):
+        where = f"{name}: tree {t}"
+        if leaves[t] < 2 or _int(block, "num_cat", where) == 0:
+            continue
+        _, is_cat = _node_kinds(block, where, leaves[t] - 1)
+        if not is_cat.any():
+            continue
+        feature = _numbers(block, "split_feature", where, leaves[t] - 1, int)
+        threshold = _numbers(block, "threshold", where, leaves[t] - 1, float)
+        for node, words in _bitsets(block, where, _int(block, "num_cat", where), threshold, is_cat).items():
+            bits = words.astype(np.uint32)
+            counts.append(_set_bits(bits))
+            seen = columns.get(int(feature[node]), np.zeros(0, np.uint32))
+            if seen.size < bits.size:
+                seen = np.concatenate([seen, np.zeros(bits.size - seen.size, np.uint32)])
+            seen[: bits.size] |= bits
+            columns[int(feature[node])] = seen
+    return dataclasses.replace(
+        nodes, categorical_nodes=len(counts), category_entries=sum(counts), widest_node=max(counts, default=0),
+        categorical_columns=len(columns), widest_column=max((_set_bits(c) for c in columns.values()), default=0),
+    )
 
 
 def _linear(block: dict[str, str], where: str, n_leaves: int, order: np.ndarray) -> dict[str, np.ndarray]:
@@ -448,7 +498,8 @@ def from_text(
         )
     if (obj.link is Link.LOGISTIC and k != 1) or (obj.task is Task.CLASSIFICATION and obj.link is not Link.LOGISTIC and k < 2):
         raise ModelFileError(f"{name}: ill-formed LightGBM model: {kind} with {k} trees per iteration")
-    trees = tuple(_tree(block, f"{name}: tree {t}") for t, block in enumerate(model.trees))
+    declare(_declared(model, k, name), name)
+    trees = tuple(_tree(block, f"{name}: tree {t}") for t, block in trees_read(list(enumerate(model.trees))))
     names = _split(header["feature_names"])  # on spaces alone, as LightGBM (a name may hold a tab)
     for key, values in (("feature_names", names), ("feature_infos", _split(header["feature_infos"]))):
         if len(values) != n_features:  # LightGBM: "Wrong size of ..."
@@ -596,7 +647,11 @@ def is_model_text(head: bytes) -> bool:
 
 
 def load_text(path: Path) -> Ensemble:
-    """The IR of a LightGBM model text file, read without lightgbm."""
+    """The IR of a LightGBM model text file, read without lightgbm (its first line and its size
+    checked first: anything else, however large, is refused unread)."""
+    if not is_model_text(read_head(path)):
+        raise ModelFileError(f"{path}: not a LightGBM model text (its first line is not 'tree')")
+    declare(Declared(text_bytes=path.stat().st_size), str(path))
     try:
         data = path.read_bytes()  # as LightGBM reads it: tree_sizes count bytes, line ends included
     except OSError as exc:

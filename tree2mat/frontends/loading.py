@@ -1,14 +1,17 @@
-"""Reading model files. Pickles run code: load only files you trust (``.skops`` does not).
+"""Reading model files. Pickles run code: load only files you trust (unless safe mode is on or
+off by choice, loading one warns first). A ``.skops`` file is built only from the types
+:mod:`tree2mat.frontends._skops` allows, checked on its schema first, in every mode.
 
 Safe mode (:func:`safe_loading`, the CLI's ``--safe``, or ``TREE2MAT_SAFE=1`` in the
 environment) refuses pickles outright and reads only formats that cannot run code: XGBoost
-``.json``/``.ubj``, LightGBM model text, tree2mat IR ``.json`` (all parsed by tree2mat itself) and
-``.skops`` (scikit-learn and numpy types only)."""
+``.json``/``.ubj``, LightGBM model text, CatBoost JSON, tree2mat IR ``.json`` (all parsed by
+tree2mat itself) and ``.skops``."""
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -16,20 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tree2mat.errors import ModelFileError, OptionError, UnsupportedModelError
+from tree2mat.errors import ModelFileError, OptionError, PickleWarning
+from tree2mat.frontends import _skops
 from tree2mat.frontends._spec import HEAD_BYTES, FileFormat
 from tree2mat.frontends._ubjson import decode
 from tree2mat.ir.io import ensemble_from_dict, is_ir_document
+from tree2mat.ir.limits import Declared, declare
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
 #: The suffixes read here whatever the frontends: pickles, .skops and tree2mat's IR (.json).
 SUFFIXES = PICKLE_SUFFIXES + (".skops", ".json")
-
-#: Types a ``.skops`` file may hold: scikit-learn's and numpy's own, plus ``functools.partial``
-#: (HistGradientBoosting keeps one around ``check_array``); anything else is refused by name.
-SKOPS_TRUSTED_PREFIXES = ("sklearn.", "numpy.")
-SKOPS_TRUSTED_NAMES = ("functools.partial",)
-
 
 #: The environment variable that turns safe mode on for every call in the process (1 or 0).
 SAFE_ENV = "TREE2MAT_SAFE"
@@ -59,15 +58,23 @@ def safe_loading(on: bool = True) -> Iterator[None]:
 
 def safe_mode() -> bool:
     """Whether pickles are refused: :func:`safe_loading`'s setting, else ``TREE2MAT_SAFE``."""
+    return bool(_safe_setting())
+
+
+def _safe_setting() -> bool | None:
+    """Safe mode as chosen: :func:`safe_loading`'s setting, else ``TREE2MAT_SAFE``'s; None when
+    neither is set (pickles load, with a warning)."""
     on = _SAFE.get()
     if on is not None:
         return on
     raw = os.environ.get(SAFE_ENV, "").strip().lower()
-    if raw in ("", "0", "false", "no", "off"):
+    if raw == "":
+        return None
+    if raw in ("0", "false", "no", "off"):
         return False
     if raw in ("1", "true", "yes", "on"):
         return True
-    raise OptionError(f"{SAFE_ENV}={raw!r}: set it to 1 (refuse pickles) or 0")
+    raise OptionError(f"{SAFE_ENV}={raw!r}: set it to 1 (refuse pickles) or 0 (load them)")
 
 
 def _check_file(path: Path) -> None:
@@ -82,6 +89,7 @@ def load_file(path: str | Path, formats: Sequence[FileFormat]) -> Any:
     a ``.skops`` file, tree2mat IR, or one of the frontends' native ``formats``, by its name or,
     under another name, by its first bytes."""
     path = Path(path)
+    safe_mode()  # (a bad TREE2MAT_SAFE is an error whatever the file)
     _check_file(path)
     suffix = path.suffix.lower()
     if suffix in PICKLE_SUFFIXES:
@@ -155,6 +163,12 @@ def _load_pickle(path: Path) -> Any:
         )
     import joblib
 
+    if _safe_setting() is None:  # (TREE2MAT_SAFE=0 or safe_loading(False): the user chose to load pickles)
+        warnings.warn(PickleWarning(
+            f"{path} is a pickle: loading it (joblib.load) runs whatever code the file names; load only files you trust, "
+            f"or refuse pickles with --safe ({SAFE_ENV}=1) and save models as .skops or the library's own format "
+            f"({SAFE_ENV}=0 loads pickles without this warning)"
+        ), stacklevel=2)
     try:
         return joblib.load(path)
     except ModuleNotFoundError as exc:
@@ -167,6 +181,9 @@ def _load_pickle(path: Path) -> Any:
 
 
 def _load_skops(path: Path) -> Any:
+    """A ``.skops`` file, built only once every node of it passed tree2mat's allow-list
+    (:mod:`tree2mat.frontends._skops`), whatever skops itself trusts."""
+    _skops.audit(path)  # (its schema alone, before skops is imported or reads anything)
     try:
         import skops.io as sio
     except ImportError as exc:
@@ -177,22 +194,22 @@ def _load_skops(path: Path) -> Any:
         untrusted = sio.get_untrusted_types(file=path)
     except Exception as exc:
         raise ModelFileError(f"{path}: not a readable .skops file: {exc}") from exc
-    refused = [
-        t for t in untrusted
-        if not t.startswith(SKOPS_TRUSTED_PREFIXES) and t not in SKOPS_TRUSTED_NAMES
-    ]
-    if refused:
-        raise UnsupportedModelError(
-            f"{path}: .skops file holds types tree2mat does not trust: {', '.join(refused)}"
-        )
+    trusted = _skops.confirmed(path, untrusted)
     try:
-        return sio.load(path, trusted=list(untrusted))
+        return sio.load(path, trusted=trusted)
     except Exception as exc:
         raise ModelFileError(f"{path}: cannot load .skops file: {type(exc).__name__}: {exc}") from exc
 
 
 def read_document(path: Path) -> Any:
-    """The document of a JSON or UBJSON file (``.ubj``, or UBJSON by its contents)."""
+    """The document of a JSON or UBJSON file (``.ubj``, or UBJSON by its contents). Its first
+    byte must open an object or an array, and its size is declared
+    (:func:`tree2mat.ir.limits.declare`), before it is read: a file of anything else, however
+    large, is refused unread."""
+    head = read_head(path)
+    if head.lstrip()[:1] not in (b"{", b"["):  # (a document's first byte opens an object or an array, in either)
+        raise ModelFileError(f"{path}: not a JSON or UBJSON model document (it begins {head[:16]!r})" if head else f"{path}: an empty file")
+    declare(Declared(text_bytes=path.stat().st_size), str(path))
     if path.suffix.lower() == ".ubj" or file_kind(path) == UBJSON:
         try:
             data = path.read_bytes()

@@ -128,6 +128,49 @@ def _forest(model: Any) -> Ensemble:
 # --------------------------------------------------------------------------- gradient boosting
 
 
+#: GradientBoosting's losses: the IR's link, and the scikit-learn link whose ``link`` turns the
+#: init estimator's prediction into the starting score (``_init_raw_predictions``).
+_GB_LINKS = {
+    "HalfBinomialLoss": (Link.LOGISTIC, "LogitLink"), "ExponentialLoss": (Link.LOGISTIC_2X, "HalfLogitLink"),
+    "HalfMultinomialLoss": (Link.SOFTMAX, "MultinomialLogit"),
+    "HalfSquaredError": (Link.IDENTITY, None), "AbsoluteError": (Link.IDENTITY, None),
+    "HuberLoss": (Link.IDENTITY, None), "PinballLoss": (Link.IDENTITY, None),
+}
+
+
+def _gb_init_scores(model: Any, k: int) -> np.ndarray:
+    """What ``_raw_predict_init`` gives every row, computed from the fitted arrays as scikit-learn
+    computes it, without calling any method of the model or of what it holds (a file's
+    ``init_`` could be anything its reader accepts: only 'zero' and the dummy estimators that
+    ``init=None`` fits are read)."""
+    from sklearn._loss import link as links
+    from sklearn.dummy import DummyClassifier, DummyRegressor
+
+    name, init, loss = _name(model), model.init_, type(model._loss).__name__
+    if loss not in _GB_LINKS:
+        raise UnsupportedModelError(f"{name} with loss {model.loss!r} is not supported")
+    if isinstance(init, str) and init == "zero":
+        return np.zeros(k)
+    classifier = hasattr(model, "classes_")
+    if type(init) is (DummyClassifier if classifier else DummyRegressor) and getattr(init, "n_outputs_", None) == 1:
+        if classifier and getattr(init, "_strategy", None) == "prior":
+            # predict_proba: ones((n, 1)) * class_prior_; the positive class alone for two
+            prior = np.ones((1, 1)) * np.asarray(init.class_prior_, np.float64).reshape(1, -1)
+            if prior.shape[1] != max(k, 2):
+                raise UnsupportedModelError(f"{name}: its init estimator has {prior.shape[1]} classes, not {max(k, 2)}")
+            eps = np.finfo(np.float64).eps
+            scores = np.clip(prior if k > 1 else prior[:, 1], eps, 1 - eps, dtype=np.float64)
+            link = getattr(links, str(_GB_LINKS[loss][1]))()
+            return np.asarray(link.link(scores), np.float64).reshape(k)
+        if not classifier:
+            constant = np.asarray(init.constant_)  # predict: full((n, 1), constant_), as float64
+            if constant.size == 1 and k == 1:
+                return np.full(1, constant.reshape(()), dtype=constant.dtype).astype(np.float64)
+    raise UnsupportedModelError(
+        f"{name} with a custom init estimator ({_name(init)}) is not supported; use init=None or init='zero'"
+    )
+
+
 def _gradient_boosting(model: Any) -> Ensemble:
     name = _name(model)
     if model.init not in (None, "zero"):
@@ -143,16 +186,10 @@ def _gradient_boosting(model: Any) -> Ensemble:
         for j, est in enumerate(stage):
             trees.append(_sk_tree(est, lr * est.tree_.value[:, 0, 0]))
             index.append(j)
-    zero_row = np.zeros((1, model.n_features_in_), np.float32)
-    base = np.asarray(model._raw_predict_init(zero_row), np.float64).reshape(k)
+    base = _gb_init_scores(model, k)
     common = _common(model)
     if hasattr(model, "classes_"):
-        loss = type(model._loss).__name__
-        links = {"HalfBinomialLoss": Link.LOGISTIC, "ExponentialLoss": Link.LOGISTIC_2X,
-                 "HalfMultinomialLoss": Link.SOFTMAX}
-        if loss not in links:
-            raise UnsupportedModelError(f"{name} with loss {model.loss!r} is not supported")
-        link = links[loss]
+        link = _GB_LINKS[type(model._loss).__name__][0]
         return Ensemble(
             trees=tuple(trees), n_outputs=k, output_index=np.asarray(index), comparison=Comparison.LE,
             source_dtype=F32, aggregation=Aggregation.SUM, base_score=base, link=link,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from tree2mat.frontends.loading import MALFORMED, read_document
 from tree2mat.ir.build import tree_from_nodes
 from tree2mat.ir.core import Aggregation, CategoryCodes, Comparison, Ensemble, LabelRule, Link, Task, Tree
 from tree2mat.ir.evaluate import first_float
+from tree2mat.ir.limits import Declared, declare, trees_read
 
 F32 = np.dtype(np.float32)
 
@@ -111,6 +113,17 @@ def _int64s(value: Any, key: str, where: str) -> np.ndarray:
         raise ModelFileError(f"{where}: ill-formed XGBoost model: {key}: {exc}") from exc
 
 
+def _count(value: Any, key: str, where: str) -> int:
+    """A count the document declares (XGBoost writes them as decimal text: ``"11"``)."""
+    try:
+        number = float(value) if isinstance(value, str) else value
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or number != int(number):
+            raise ValueError(f"{value!r} is no integer")
+        return int(number)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ModelFileError(f"{where}: ill-formed XGBoost model: {key}: {exc}") from exc
+
+
 def _floats(text: Any, where: str) -> np.ndarray:
     """``"5E-1"`` or ``"[5E-1,2E0]"`` (how XGBoost writes base_score) as float32."""
     if not isinstance(text, str):
@@ -156,6 +169,7 @@ def _tree(doc: Any, weight: float | None, where: str) -> Tree:
     n = left.size
     if any(a.shape != (n,) for a in (right, feature, cond, default_left, split_type)) or n == 0:
         raise ModelFileError(f"{where}: ill-formed XGBoost model: node arrays differ in length")
+    _check_node_count(doc, n, leaf_size, where)
     is_leaf = left == -1
     values = _leaf_vectors(doc, is_leaf, right, leaf_size, where) if leaf_size > 1 else cond.copy()
     if weight is not None:  # DART: predictions scale each tree by its weight, in float32
@@ -167,6 +181,25 @@ def _tree(doc: Any, weight: float | None, where: str) -> Tree:
     )
     # A category outside the node's set (unseen, negative) goes left; only NaN follows default_left.
     return dataclasses.replace(tree, cat_other_left=np.ones(tree.cat_nodes.size, bool)) if categories else tree
+
+
+#: A tree's per-node arrays XGBoost's loader checks against ``num_nodes`` (the statistics, of
+#: a tree with scalar leaves: a vector-leaf tree keeps ``base_weights`` per node and target).
+_NODE_ARRAYS = ("left_children", "right_children", "parents", "split_indices", "split_conditions", "default_left")
+_STAT_ARRAYS = ("loss_changes", "sum_hessian", "base_weights")
+
+
+def _check_node_count(doc: dict, n: int, leaf_size: int, where: str) -> None:
+    """A ModelFileError unless the tree's ``tree_param`` ``num_nodes`` is its node count ``n``
+    and every per-node array present holds that many: XGBoost refuses such a tree ("Check
+    failed: loss_changes.size() == n_nodes"), so the file would convert and verify against
+    tree2mat's own reading of it alone."""
+    declared = _count(_field(doc["tree_param"], "num_nodes", where), "num_nodes", where)
+    if declared != n:
+        raise ModelFileError(f"{where}: ill-formed XGBoost model: tree_param num_nodes is {declared}, the node arrays hold {n}")
+    for key in _NODE_ARRAYS + (_STAT_ARRAYS if leaf_size <= 1 else ()):
+        if isinstance(doc.get(key), list) and len(doc[key]) != n:
+            raise ModelFileError(f"{where}: ill-formed XGBoost model: {key} holds {len(doc[key])} values for num_nodes {n}")
 
 
 def _categories(doc: Any, split_type: np.ndarray, is_leaf: np.ndarray, where: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -195,6 +228,31 @@ def _categories(doc: Any, split_type: np.ndarray, is_leaf: np.ndarray, where: st
         vals = np.unique(cats[start : start + size]).astype(np.float64)
         out[int(node)] = (vals, np.zeros(vals.size, bool))
     return out
+
+
+def _declared(trees: list[Any], k: int) -> Declared:
+    """The sizes the trees declare (node arrays' lengths, categories' sizes), before any is
+    parsed; what is not of the expected shape counts as empty here (parsing refuses it by name).
+    A column's categories are counted as its largest node's (a bound from below of their union)."""
+    nodes, columns, sizes = 0, set(), []
+    for t in trees:
+        left = t.get("left_children") if isinstance(t, dict) else None
+        n = len(left) if isinstance(left, list) else 0
+        nodes += n
+        split = t.get("split_indices") if isinstance(t, dict) else None
+        listed = [t.get(key) for key in ("categories_nodes", "categories_sizes")] if isinstance(t, dict) else [None, None]
+        nodes_at, sizes_at = listed
+        if isinstance(split, list) and isinstance(nodes_at, list) and isinstance(sizes_at, list) and len(nodes_at) == len(sizes_at):
+            for node, size in zip(nodes_at, sizes_at):
+                if type(node) is int and 0 <= node < len(split) and type(size) is int and size >= 0:
+                    columns.add(split[node] if type(split[node]) is int else -1)
+                    sizes.append(size)
+    internal = max(0, nodes - len(trees)) // 2  # (a tree of n nodes: (n - 1) / 2 splits)
+    return Declared(
+        trees=len(trees), internal=internal, leaves=internal + len(trees), outputs=k,
+        categorical_nodes=len(sizes), category_entries=sum(sizes), widest_node=max(sizes, default=0),
+        categorical_columns=len(columns), widest_column=max(sizes, default=0),
+    )
 
 
 def _leaf_vectors(doc: Any, is_leaf: np.ndarray, right: np.ndarray, k: int, where: str) -> np.ndarray:
@@ -241,6 +299,10 @@ def from_document(
         num_target = int(params.get("num_target", "1"))
     except (TypeError, ValueError, OverflowError) as exc:
         raise ModelFileError(f"{name}: ill-formed XGBoost model: {exc}") from exc
+    # (XGBoost refuses them: "value -5 for Parameter num_class should be greater equal to 0")
+    for key, count, least in (("num_class", num_class, 0), ("num_target", num_target, 1)):
+        if count < least:
+            raise ModelFileError(f"{name}: ill-formed XGBoost model: learner_model_param {key} is {count}; it must be {least} or more")
     if num_class > 1 and num_target > 1:
         raise UnsupportedModelError(f"{name}: XGBoost models with {num_class} classes and {num_target} targets are not supported")
     k = max(num_class, num_target, 1)  # margin columns: classes, or targets (quantiles, labels)
@@ -260,9 +322,11 @@ def from_document(
     tree_info = _int64s(_field(model, "tree_info", name), "tree_info", name)
     if not isinstance(trees_doc, list) or len(trees_doc) != tree_info.size or not trees_doc:
         raise ModelFileError(f"{name}: ill-formed XGBoost model: trees and tree_info differ, or no trees")
+    _check_tree_count(model, len(trees_doc), name)
     limit = len(trees_doc) if iteration_limit is None else _round_trees(model, iteration_limit, name)
+    declare(_declared(trees_doc[:limit], k), name)
     trees = tuple(
-        _tree(t, None if weights is None else weights[i], f"{name}: tree {i}") for i, t in enumerate(trees_doc[:limit])
+        _tree(t, None if weights is None else weights[i], f"{name}: tree {i}") for i, t in trees_read(list(enumerate(trees_doc[:limit])))
     )
     base = _floats(_field(params, "base_score", name), name)
     base = np.broadcast_to(base, (k,)) if base.size in (1, k) else base
@@ -334,6 +398,25 @@ def stored_categories(model: Any, n_features: int, version: Any) -> tuple[tuple[
             return ()
         out.append((j, labels))
     return tuple(out)
+
+
+def _check_tree_count(model: dict, n: int, name: str) -> None:
+    """A ModelFileError unless the model's declared tree count (``gbtree_model_param``
+    ``num_trees``), its trees' ``id`` and its ``iteration_indptr`` (when present) agree with its
+    ``n`` trees, as XGBoost's loader requires (it refuses "trees_json.size() == param.num_trees
+    (3 vs. 100)"; a tree's ``id`` places it, so ids out of order would reorder the trees)."""
+    declared = _count(_field(_field(model, "gbtree_model_param", name), "num_trees", name), "num_trees", name)
+    if declared != n:
+        raise ModelFileError(f"{name}: ill-formed XGBoost model: gbtree_model_param num_trees is {declared}, the model holds {n} trees")
+    for i, tree in enumerate(model["trees"]):
+        if isinstance(tree, dict) and "id" in tree and tree["id"] != i:
+            raise ModelFileError(f"{name}: tree {i}: ill-formed XGBoost model: id {tree['id']!r}, not its position {i}")
+    indptr = model.get("iteration_indptr")
+    if indptr is not None and not (
+        isinstance(indptr, list) and indptr and all(isinstance(v, int) and not isinstance(v, bool) for v in indptr)
+        and indptr[0] == 0 and indptr[-1] == n and all(a <= b for a, b in zip(indptr, indptr[1:]))
+    ):
+        raise ModelFileError(f"{name}: ill-formed XGBoost model: iteration_indptr {indptr!r:.60} does not rise from 0 to the {n} trees")
 
 
 def _round_trees(model: dict, rounds: int, name: str) -> int:
@@ -500,7 +583,9 @@ LEGACY_BINARY = FileFormat("legacy XGBoost binary", sniff=is_legacy_binary, load
 
 def native_model(path: Path, ens: Ensemble) -> Any:
     """XGBoost's own Booster of a native file (None without xgboost, or for a file XGBoost does
-    not read: an IR document naming XGBoost as its source)."""
+    not read: an IR document naming XGBoost as its source). A model file XGBoost refuses is
+    refused (ModelFileError, XGBoost's reason): verify would otherwise compare the graph with
+    tree2mat's own reading of a file its library does not read at all."""
     if not ens.source.startswith("xgboost"):
         return None
     try:
@@ -514,9 +599,26 @@ def native_model(path: Path, ens: Ensemble) -> Any:
         except ModelFileError:  # not XGBoost's file (an IR naming it its source)
             return None
     try:
-        return xgboost.Booster(model_file=str(path))
-    except xgboost.core.XGBoostError:  # not XGBoost's file after all (an IR naming it its source)
-        return None
+        data = bytearray(path.read_bytes())
+    except OSError as exc:
+        raise ModelFileError(f"{path}: cannot read: {exc}") from exc
+    try:  # (from its bytes, XGBoost tells JSON from UBJSON by them, as tree2mat does, not by the name)
+        return xgboost.Booster(model_file=data)
+    except xgboost.core.XGBoostError as exc:
+        try:
+            xgboost_document(path)
+        except ModelFileError:  # not XGBoost's file after all (an IR naming it its source)
+            return None
+        raise ModelFileError(f"{path}: XGBoost itself cannot load this model: {_reason(exc)}") from exc
+
+
+def _reason(exc: Exception) -> str:
+    """An XGBoostError's message in one line: its first, without the native stack trace, nor
+    the time and source line it starts with ("[23:01:31] .../tree_model.cc:1071: Check failed:
+    ...")."""
+    text = str(exc).split("Stack trace:")[0].strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return re.sub(r"^\[[\d:]+\]\s+\S+:\d+:\s*", "", first).rstrip(" :") or first
 
 
 def _writer_major(document: dict) -> int:

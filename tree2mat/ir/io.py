@@ -25,6 +25,7 @@ from tree2mat.ir.core import (
     Task,
     Tree,
 )
+from tree2mat.ir.limits import Declared, category_sizes, declare, trees_read
 
 FORMAT_VERSION = 1
 #: Most padded projection terms (projections x longest projection) a document may hold: 2**24
@@ -147,15 +148,17 @@ def _classes(value: Any) -> tuple[np.ndarray, ...]:
 def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemble:
     """Parse (types checked strictly, nothing coerced) and validate; any problem is a
     :class:`ModelFileError` naming the field, or an :class:`InvalidTreeError`."""
-    if doc.get("tree2mat_ir") != FORMAT_VERSION:
+    version = doc.get("tree2mat_ir")
+    if type(version) is not int or version != FORMAT_VERSION:  # (True == 1 and 1.0 == 1: not versions)
         raise ModelFileError(f"{name}: unsupported tree2mat_ir version {doc.get('tree2mat_ir')!r}")
     try:
         if not isinstance(doc["trees"], list):
             raise ValueError("trees must be a list")
-        trees = tuple(_tree_from_dict(t, f"trees[{i}]") for i, t in enumerate(doc["trees"]))
         n_outputs = _int(doc.get("n_outputs", 1), "n_outputs")
         if not 1 <= n_outputs <= MAX_OUTPUTS:
             raise ValueError(f"n_outputs must be between 1 and {MAX_OUTPUTS}, got {n_outputs}")
+        declare(_declared(doc["trees"], n_outputs), name)
+        trees = tuple(_tree_from_dict(t, f"trees[{i}]") for i, t in trees_read(list(enumerate(doc["trees"]))))
         names = doc.get("feature_names")
         if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
             raise ValueError("feature_names must be a list of strings")
@@ -207,6 +210,23 @@ def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemb
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise ModelFileError(f"{name}: ill-formed tree2mat IR: {what}") from exc
+
+
+def _declared(trees: list[Any], n_outputs: int) -> Declared:
+    """The sizes the document's trees declare (what is not of the expected shape is counted as
+    empty here: parsing the tree refuses it by name)."""
+    internal, columns, sets = 0, [], []
+    for t in trees:
+        feature = t.get("feature") if isinstance(t, dict) else None
+        internal += len(feature) if isinstance(feature, list) else 0
+        listed = t.get("categorical") if isinstance(t, dict) else None
+        for c in listed if isinstance(listed, list) else []:
+            node, values = (c.get("node"), c.get("values")) if isinstance(c, dict) else (None, None)
+            if isinstance(feature, list) and type(node) is int and 0 <= node < len(feature) and isinstance(values, list):
+                columns.append(feature[node] if type(feature[node]) is int else -1)
+                sets.append(np.unique(np.asarray([v for v in values if type(v) in (int, float)], np.float64)))
+    return Declared(trees=len(trees), internal=internal, leaves=internal + len(trees), outputs=n_outputs,
+                    **category_sizes(np.asarray(columns, np.int64), sets))
 
 
 def _projections(value: Any) -> Projections | None:

@@ -29,7 +29,7 @@ import onnx
 
 from tree2mat import attention, pipelines
 from tree2mat.attention import graph as attention_graph
-from tree2mat.data import ArrayRows, Rows, open_rows, read_chunks
+from tree2mat.data import ArrayRows, Rows, check_header_option, open_rows, read_chunks
 from tree2mat.errors import DataError, OptionError, VerificationError
 from tree2mat.forms import FORMS
 from tree2mat.ir import evaluate
@@ -45,6 +45,7 @@ from tree2mat.verify.runners import (
     _load_onnx,
     _metadata,
     _with_leaf_output,
+    check_operators,
     devices_for,
     forced_walk,
     run_graph,
@@ -56,12 +57,15 @@ from tree2mat.verify.subject import Subject, load_subject
 from tree2mat.verify.subject import _expected as _expected  # (imported by tests/runtimes/test_runtimes.py)
 
 __all__ = [
-    "CHUNK_BYTES", "DATA_CHUNK_BYTES", "DEFAULT_RTOL", "DEVICES", "MAX_ROWS", "MAX_SYNTHESIZED_BYTES", "REPORT_SCHEMA",
+    "CHUNK_BYTES", "DATA_CHUNK_BYTES", "DEFAULT_TIMEOUT_S", "DEFAULT_RTOL", "DEVICES", "MAX_ROWS", "MAX_SYNTHESIZED_BYTES", "REPORT_SCHEMA",
     "GraphRunner", "LeafIds", "Mismatch", "OutputReport", "Report", "Subject", "compare", "default_atol", "devices_for",
     "differing_rows", "forced_walk", "load_subject", "merge", "run_graph", "runtime_version", "synthesize", "verify", "walk_limit_names",
     "walks",
 ]
 
+#: The longest one run of a graph on a chunk of rows may take by default (seconds): a tree2mat
+#: graph of the largest models runs a chunk in seconds; a graph that loops ends here.
+DEFAULT_TIMEOUT_S = 600.0
 #: Memory allowed for one chunk of rows in onnxruntime.
 CHUNK_BYTES = 256 * 2**20
 #: Memory allowed for one chunk of data rows (as float64), read from a file at a time.
@@ -81,15 +85,23 @@ def verify(
     max_report: int = 5,
     progress: Callable[[int, float], None] | None = None,
     runtime: str = "onnxruntime",
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    foreign_graph: bool = False,
+    header: bool | None = None,
 ) -> Report:
     """Compare the ONNX graph with the original model; ``Report.passed`` is the verdict.
 
     ``data``: an array or a file path (.npy, .npz, .csv, .parquet); None synthesizes rows. A file
     is read, checked and let go a chunk of rows at a time (constant memory however large it is).
     ``progress(rows_done, fraction)`` is called after each chunk. ``runtime``: the ONNX runtime
-    to run the graph on (:data:`tree2mat.runtimes.RUNTIMES`; ``device`` is onnxruntime's). A
-    scikit-learn ``Pipeline``
-    (see :func:`tree2mat.convert`) needs ``data``: rows as the pipeline takes them.
+    to run the graph on (:data:`tree2mat.runtimes.RUNTIMES`; ``device`` is onnxruntime's).
+    ``timeout``: the longest one run of the graph on a chunk of rows may take, in seconds (None:
+    no limit); past it the run is stopped and a ``GraphTimeoutError`` raised. A graph with
+    operators tree2mat never writes (a ``Loop``, a custom domain: a graph from elsewhere) is
+    refused unless ``foreign_graph``. A scikit-learn ``Pipeline``
+    (see :func:`tree2mat.convert`) needs ``data``: rows as the pipeline takes them. ``header``:
+    whether a ``.csv`` file's first line is a header (the CLI's ``--header`` / ``--no-header``);
+    None detects it: a header where a cell holds text, a line that could be either refused.
 
     >>> from sklearn.datasets import load_iris
     >>> from sklearn.ensemble import RandomForestClassifier
@@ -106,9 +118,13 @@ def verify(
     devices = devices_for(device)
     if (atol is not None and not atol >= 0) or not rtol >= 0:  # also refuses NaN
         raise OptionError("--atol and --rtol must be numbers >= 0")
+    if timeout is not None and not 0 < timeout < 2**31:
+        raise OptionError(f"--timeout {timeout}: give seconds > 0")
+    check_header_option(data, header)
     subject = load_subject(model_or_path, synthesized=data is None)
     onx, onnx_name, in_dtype = _load_graph(onnx_model_or_path, subject.n_features, runtime)
-    source, kinds = _rows_source(subject, data, in_dtype, rows, seed)
+    check_operators(onx, onnx_name, foreign_graph)
+    source, kinds = _rows_source(subject, data, in_dtype, rows, seed, header)
     meta = _metadata(onx)
     _check_kind(meta, subject)
     onx_run, leaf_ids = _with_leaf_output(onx, subject.ens, in_dtype)
@@ -119,7 +135,7 @@ def verify(
     atol_v = _default_atol(subject, meta.get("tree2mat.arithmetic", "float64")) if atol is None else atol
     forest = attention.as_forest(subject.model)
     checks = _Checks(
-        subject, [(GraphRunner(m, dev, runtime), dev, walk, per_run) for dev in devices for walk, m, per_run in graphs],
+        subject, [(GraphRunner(m, dev, runtime, timeout), dev, walk, per_run) for dev in devices for walk, m, per_run in graphs],
         _raw(onx, meta, subject), leaf_ids, meta.get("tree2mat.leaf_tensor", ""), atol_v, rtol, max_report,
         forest.nearest if forest is not None and atol is None else None,
         attention_graph.value_span(forest) if forest is not None else np.inf,
@@ -154,14 +170,15 @@ def _load_graph(onnx_model_or_path: Any, n_features: int, runtime: str) -> tuple
     return onx, name, _check_graph_input(onx, n_features)
 
 
-def _rows_source(subject: Subject, data: Any, dtype: np.dtype, rows: int, seed: int) -> tuple[Rows, dict[str, int] | None]:
-    """The rows to check on: ``data`` (an array or a file, read a chunk at a time), or ``rows``
-    synthesized rows of ``dtype`` with the count of each kind (None for data)."""
+def _rows_source(subject: Subject, data: Any, dtype: np.dtype, rows: int, seed: int, header: bool | None = None) -> tuple[Rows, dict[str, int] | None]:
+    """The rows to check on: ``data`` (an array or a file, read a chunk at a time; ``header``: a
+    .csv's, see :func:`open_rows`), or ``rows`` synthesized rows of ``dtype`` with the count of
+    each kind (None for data)."""
     if data is None:
         X, kinds = synthesize(subject.ens, rows, dtype=dtype, seed=seed)
         return ArrayRows(X, "synthesized rows"), kinds
     labels = dict(subject.ens.category_labels) if subject.pipeline is None else None
-    source = open_rows(data, labels) if isinstance(data, (str, Path)) else ArrayRows(data)
+    source = open_rows(data, labels, header) if isinstance(data, (str, Path)) else ArrayRows(data)
     if source.n_features != subject.n_features:
         raise DataError(f"data has shape ({source.n_rows if source.n_rows is not None else 'N'}, {source.n_features}); "
                         f"the model expects [N, {subject.n_features}]")

@@ -5,6 +5,7 @@ output the trees' exit index (:func:`_with_leaf_output`) and to take each walk
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from tree2mat.errors import DeviceUnavailableError, ModelFileError, OptionError, VerificationError
+from tree2mat.errors import DeviceUnavailableError, GraphTimeoutError, ModelFileError, OptionError, VerificationError
 from tree2mat.forms import FORMS
 from tree2mat.forms._layout import EXIT_LEAVES, leaf_ids_of
 from tree2mat.ir.core import Ensemble
@@ -58,17 +59,18 @@ class GraphRunner:
     """``model`` loaded once on ``runtime`` (see :data:`tree2mat.runtimes.RUNTIMES`; ``device``
     for onnxruntime), run on as many arrays as needed."""
 
-    def __init__(self, model: onnx.ModelProto, device: str, runtime: str = "onnxruntime") -> None:
-        self.device = device
+    def __init__(self, model: onnx.ModelProto, device: str, runtime: str = "onnxruntime", timeout: float | None = None) -> None:
+        self.device, self.runtime, self.timeout = device, runtime, timeout
         self.names = [o.name for o in model.graph.output]
         self.leaf = _leaf_tensor(model)
         self._run = RUNTIMES[runtime].load(model, self.names, device)
 
     def run(self, X: np.ndarray, rows_per_chunk: int = 65536) -> dict[str, np.ndarray]:
-        """Outputs by name of the rows ``X``, run ``rows_per_chunk`` at a time."""
+        """Outputs by name of the rows ``X``, run ``rows_per_chunk`` at a time, each run within
+        ``timeout`` seconds (None: no limit)."""
         chunks: dict[str, list[np.ndarray]] = {n: [] for n in self.names}
         for start in range(0, X.shape[0], rows_per_chunk):
-            outs = self._run(np.ascontiguousarray(X[start:start + rows_per_chunk]))
+            outs = self._timed(np.ascontiguousarray(X[start:start + rows_per_chunk]))
             for n in self.names:
                 chunks[n].append(np.asarray(outs[n]))
         out = {}
@@ -76,6 +78,39 @@ class GraphRunner:
             if any(c.ndim == 0 for c in chunks[n]) or (n == self.leaf and chunks[n][0].ndim != 2):
                 raise VerificationError(f"the graph's output {n!r} has the wrong rank for a tree2mat graph")
             out[n] = np.concatenate(chunks[n], axis=1 if n == self.leaf else 0)
+        return out
+
+
+    def _timed(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        """One run, in a thread of its own when it has a time limit: past it, the run is told
+        to stop where its runtime can be (onnxruntime, the Node.js runners: ``run.cancel``) and
+        left behind where it cannot, and a GraphTimeoutError says so."""
+        if self.timeout is None:
+            return self._run(X)
+        done: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                done["out"] = self._run(X)
+            except BaseException as exc:  # (handed to the caller's thread)
+                done["error"] = exc
+
+        worker = threading.Thread(target=work, name="tree2mat-run", daemon=True)
+        worker.start()
+        worker.join(self.timeout)
+        if worker.is_alive():
+            cancel = getattr(self._run, "cancel", None)
+            if cancel is not None:
+                cancel()
+                worker.join(5.0)
+            raise GraphTimeoutError(
+                f"{self.runtime} did not finish the graph on {X.shape[0]} rows within {self.timeout:g} s (--timeout): "
+                "the run was stopped; a graph of tree2mat's takes a fraction of that: raise --timeout for a very "
+                "large model, or check where the graph came from"
+            )
+        if "error" in done:
+            raise done["error"]
+        out: dict[str, np.ndarray] = done["out"]
         return out
 
 
@@ -143,6 +178,31 @@ def _load_onnx(onnx_model_or_path: Any) -> tuple[onnx.ModelProto, str]:
     except Exception as exc:
         raise ModelFileError(f"{name}: not a valid ONNX model: {exc}") from exc
     return model, name
+
+
+def foreign_operators(model: onnx.ModelProto) -> list[str]:
+    """The operators of ``model`` (its subgraphs too) that tree2mat never writes, as
+    ``domain.Op``: none in a graph of tree2mat's (:data:`tree2mat.forms._graph.OPERATORS`, and
+    skl2onnx's preprocessing in a pipeline's)."""
+    from tree2mat.forms._graph import OPERATORS, all_nodes
+    from tree2mat.pipelines import PREPROCESSING_OPERATORS
+
+    allowed = {("", op) for op in OPERATORS} | {(d, op) for d, ops in PREPROCESSING_OPERATORS.items() for op in ops}
+    found = {(n.domain if n.domain != "ai.onnx" else "", n.op_type) for n in all_nodes(model.graph)}
+    return sorted(f"{d}.{op}" if d else op for d, op in found - allowed)
+
+
+def check_operators(model: onnx.ModelProto, name: str, foreign_graph: bool) -> None:
+    """A VerificationError where ``model`` holds operators tree2mat never writes, unless
+    ``foreign_graph``: a graph from elsewhere can loop for as long as it says (``Loop``), or run
+    code of a custom domain."""
+    foreign = foreign_operators(model)
+    if foreign and not foreign_graph:
+        shown = ", ".join(foreign[:8]) + (f" and {len(foreign) - 8} more" if len(foreign) > 8 else "")
+        raise ModelFileError(
+            f"{name}: the graph holds operators tree2mat never writes ({shown}); verify runs such a graph only "
+            "with --foreign-graph (foreign_graph=True), each run then bounded by --timeout"
+        )
 
 
 def _check_graph_input(model: onnx.ModelProto, n_features: int) -> np.dtype:

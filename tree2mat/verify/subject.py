@@ -12,9 +12,10 @@ import numpy as np
 
 from tree2mat import attention, frontends, pipelines
 from tree2mat.errors import DataError
+from tree2mat.forms import auto
 from tree2mat.frontends._support import labelled_frame
 from tree2mat.frontends.sklearn import is_pipeline
-from tree2mat.ir import evaluate
+from tree2mat.ir import evaluate, limits
 from tree2mat.ir.core import Ensemble
 
 
@@ -51,7 +52,8 @@ def load_subject(model_or_path: Any, *, accept_pipeline: bool = True, synthesize
     (else it is refused as any model tree2mat does not read). ``synthesized``: the rows will be
     synthesized, which a pipeline refuses (they sit on its trees' thresholds, not on its inputs)."""
     name = str(model_or_path) if isinstance(model_or_path, (str, Path)) else type(model_or_path).__name__
-    model = frontends.load_object(model_or_path)
+    with limits.checking(auto.reading_check()):
+        model = frontends.load_object(model_or_path)
     forest = attention.as_forest(model)
     if forest is not None:  # the model in numpy is the reference
         return Subject(name, forest, forest.ensemble, None, forest, forest.ensemble.n_features)
