@@ -20,9 +20,9 @@ def _interrupted_while_loading(signum: int, frame: object) -> None:
     os._exit(130)
 
 
-# Ctrl-C while the libraries below load (a second or more): the one line and exit 130 that the
-# commands give, not Python's traceback; nothing has been written yet. Python's own handler is
-# back once they have loaded.
+# Ctrl-C while the libraries below load (a second or more, the forms' modules included, which
+# the options' help reads): the one line and exit 130 that the commands give, not Python's
+# traceback; nothing has been written yet. Python's own handler is back at the end of this module.
 _LOADING = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler
 if _LOADING:
     signal.signal(signal.SIGINT, _interrupted_while_loading)
@@ -40,11 +40,8 @@ import numpy as np  # noqa: E402
 import typer  # noqa: E402
 
 from tree2mat import __version__  # noqa: E402
-from tree2mat._files import atomic_write, check_outputs  # noqa: E402
+from tree2mat._files import atomic_write, check_name, check_outputs  # noqa: E402
 from tree2mat.errors import OptionError, PickleWarning, Tree2MatError  # noqa: E402
-
-if _LOADING:
-    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 FORMAT_CHOICES = ("text", "json", "npz")
 
@@ -106,6 +103,7 @@ def convert(
     import tree2mat
     from tree2mat.forms.auto import parse_memory
 
+    _check_output("-o", output)
     check_outputs({"-o": output}, {"MODEL": model})
     with _libraries_to_stderr(), _Progress("convert", enabled=progress, delay=PROGRESS_DELAY_S) as shown:
         onx = tree2mat.convert(
@@ -193,11 +191,12 @@ def verify(
 ) -> None:
     """Check that ONNX reproduces MODEL: exit 0 pass, 1 mismatch, 2 bad input."""
     import tree2mat
-    from tree2mat.onnx_io import external_data_file
+    from tree2mat.onnx_io import data_files
     from tree2mat.verify import DEFAULT_TIMEOUT_S
 
     _check_output("--json", json_out)
-    check_outputs({"--json": json_out}, {"MODEL": model, "ONNX": onnx_file, "its data file": external_data_file(onnx_file), "--data": data})
+    check_outputs({"--json": json_out}, {"MODEL": model, "ONNX": onnx_file, "--data": data,
+                                         **{f"its data file {p.name}": p for p in data_files(onnx_file)}})
     with _libraries_to_stderr(), _Progress("verify", enabled=progress and data is not None) as shown:
         report = tree2mat.verify(model, onnx_file, data, header=header, device=device, rows=rows, atol=atol, rtol=rtol, seed=seed,
                                  progress=shown.update, runtime=runtime, foreign_graph=foreign_graph,
@@ -226,6 +225,7 @@ def inspect(
     import tree2mat
     from tree2mat.forms.auto import check_batch_hint, parse_memory
     from tree2mat.inspect import matrices_of, summary
+    from tree2mat.ir.limits import physical_memory
 
     if fmt not in FORMAT_CHOICES:
         raise OptionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
@@ -233,9 +233,12 @@ def inspect(
     hint = check_batch_hint(batch_hint)
     if png is not None:
         _check_png(png, tree, fmt, output)
+    _check_output("-o", output)
     check_outputs({"-o": output, "--png": png}, {"MODEL": model})
     with _libraries_to_stderr():
-        ens = tree2mat.load(model, max_memory=budget)
+        # (a model whose every graph passes both --max-memory and half this machine's memory for
+        # 10 000 rows is refused unread; one that only passes --max-memory is summarized)
+        ens = tree2mat.load(model, max_memory=max(budget, physical_memory() // 2))
     if tree is None:
         info = summary(ens, budget, hint)
         if fmt == "npz":
@@ -515,6 +518,7 @@ def _check_output(flag: str, path: Path | None, png: bool = False) -> None:
         return
     if png and path.suffix.lower() != ".png":
         raise OptionError(f"{flag} {path}: the picture is a PNG; name the file *.png")
+    check_name(path, flag)
     if not path.parent.is_dir():
         raise OptionError(f"{flag} {path}: no such directory {path.parent}")
 
@@ -725,14 +729,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.simplefilter("ignore")
         warnings.simplefilter("always", PickleWarning)  # ours: one line each, as an error is
         warnings.showwarning = _warning_line
-        code = _main(args, debug)
-    if any(t.name == "tree2mat-run" and t.is_alive() for t in threading.enumerate()):
-        # A run past --timeout that its runtime cannot stop: end the process now (its native
-        # code would run on while the interpreter shuts down, and may crash it).
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    return code
+        return _main(args, debug)
 
 
 def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
@@ -777,8 +774,11 @@ class _Stop:
 
 def _main(args: list[str], debug: bool) -> int:
     stop = _Stop()
-    with stop.installed():
-        return _run(args, debug, stop)
+    try:
+        with stop.installed():
+            return _run(args, debug, stop)
+    except KeyboardInterrupt:  # (a signal as the handler is put back: the command is done or ended)
+        return stop.report()
 
 
 def _run(args: list[str], debug: bool, stop: _Stop) -> int:
@@ -821,12 +821,20 @@ def _traceback(debug: bool) -> None:
 
 
 def run() -> None:
+    """The ``tree2mat`` command: :func:`main`, then the process's exit."""
     code = main()
-    if code in (INTERRUPTED, TERMINATED):
-        # Everything was cleaned up on the way out. Exit now: CPython 3.11 remembers a Ctrl-C that
-        # passed out of code run by exec() (a dataclass being made as a module loads), even when
-        # caught, and would end the process by SIGINT at exit instead of with this code.
+    left = any(t.name == "tree2mat-run" and t.is_alive() for t in threading.enumerate())
+    if left or code in (INTERRUPTED, TERMINATED):
+        # Everything was cleaned up on the way out; exit now. A run past --timeout that its runtime
+        # cannot stop would go on in native code while the interpreter shuts down, and may crash
+        # it; and CPython 3.11 remembers a Ctrl-C that passed out of code run by exec() (a
+        # dataclass being made as a module loads), even when caught, and would end the process
+        # by SIGINT at exit instead of with this code.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
     sys.exit(code)
+
+
+if _LOADING:  # (the module has loaded: see the top)
+    signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import onnxruntime as ort
 import pytest
 
 import tree2mat
-from tree2mat.forms._graph import all_nodes
+from tree2mat.forms._graph import ML_DOMAIN, ML_OPERATORS, ML_OPSET, all_nodes
 from tree2mat.verify import DEFAULT_RTOL, compare, default_atol
 from tree2mat.verify.runners import foreign_operators
 
@@ -25,6 +26,12 @@ EXACT_VARIANTS = [(name, mm) for name, spec in tree2mat.FORMS.items() if spec.ex
 # pickles", spares each command's stderr the warning that default mode prints once per pickle
 # (tests/frontends/test_loading.py checks that warning with the variable unset).
 os.environ.setdefault("TREE2MAT_SAFE", "0")
+
+# Ctrl-C as a terminal delivers it: a suite started in the background of a non-interactive shell
+# (`make test &`) inherits SIGINT ignored, and so would every command it starts (an ignored
+# signal stays ignored across exec), which the Ctrl-C tests would then see do nothing.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def with_holes(X: np.ndarray, rng: np.random.Generator, zeros: bool = False) -> np.ndarray:
@@ -43,14 +50,17 @@ def run_onnx(model: onnx.ModelProto, X: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def assert_standard_graph(model: onnx.ModelProto) -> None:
-    """Every emitted graph: full checker, standard domain only, no ai.onnx.ml, no unused
-    initializer (onnxruntime warns about each)."""
+    """Every emitted graph: full checker, standard domain only but for the ``treeensemble``
+    form's one ai.onnx.ml node (of version ML_OPSET), no unused initializer (onnxruntime warns
+    about each)."""
     onnx.checker.check_model(model, full_check=True)
     used = {i for n in all_nodes(model.graph) for i in n.input}
     unused = [t.name for t in model.graph.initializer if t.name not in used]
     assert not unused, f"unused initializers: {unused}"
-    assert {n.domain for n in all_nodes(model.graph)} <= {"", "ai.onnx"}
-    assert all(o.domain in ("", "ai.onnx") for o in model.opset_import)
+    ml = [n for n in all_nodes(model.graph) if n.domain == ML_DOMAIN]
+    assert {n.domain for n in all_nodes(model.graph)} <= {"", "ai.onnx", ML_DOMAIN}
+    assert len(ml) <= 1 and all(n.op_type in ML_OPERATORS for n in ml), [n.op_type for n in ml]
+    assert {(o.domain, o.version) for o in model.opset_import if o.domain not in ("", "ai.onnx")} == ({(ML_DOMAIN, ML_OPSET)} if ml else set())
     assert not foreign_operators(model), f"operators verify would refuse: {foreign_operators(model)}"
 
 

@@ -3,6 +3,7 @@ interrupted write leaves no partial file and never touches an existing one."""
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import shutil
@@ -22,13 +23,26 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~umask
 
 
+#: The longest file name (bytes) the file systems tree2mat writes to take.
+NAME_MAX = 255
+
+
+def check_name(path: Path, flag: str = "") -> None:
+    """An OptionError when ``path``'s name is longer than a file system takes (the command line
+    checks its outputs before any work: ``flag`` names the option)."""
+    size = len(os.fsencode(path.name))
+    if size > NAME_MAX:
+        raise OptionError(f"{flag + ' ' if flag else ''}{path}: a file name of {size} bytes; the file system takes {NAME_MAX} at most")
+
+
 def writable_target(path: str | Path) -> Path:
     """The file a write to ``path`` replaces: a symbolic link is written through (its target is
     replaced); anything else that is not a regular file (a directory, a device, a FIFO) is
-    refused, as is a missing folder."""
+    refused, as are a missing folder and a name the file system cannot take."""
     path = Path(path)
     if str(path) == "-":
         raise OptionError("'-' is not a file name here; give a path")
+    check_name(path)
     if path.is_symlink():
         path = path.resolve()
     if path.exists() and not path.is_file():
@@ -60,7 +74,7 @@ def atomic_write(path: str | Path, data: bytes) -> int:
         os.replace(tmp, path)
     except BaseException as exc:
         if not isinstance(exc, FileExistsError):  # (that name, 64 random bits, was not ours)
-            tmp.unlink(missing_ok=True)
+            _remove(lambda: tmp.unlink(missing_ok=True))
         if isinstance(exc, OSError):
             raise Tree2MatError(f"{path}: cannot write: {exc.strerror or exc}") from exc
         raise
@@ -78,6 +92,7 @@ def atomic_write_files(path: str | Path, write: Callable[[Path], None], companio
     for name in companions:
         writable_target(path.with_name(name))
     tmpdir, ours = temporary_name(path), True
+    placed: list[Path] = []  # companions renamed into place that were not there before
     try:
         try:
             os.mkdir(tmpdir, 0o700)  # (fails if it exists: the folder is this write's own)
@@ -87,16 +102,34 @@ def atomic_write_files(path: str | Path, write: Callable[[Path], None], companio
         write(tmpdir / path.name)
         total = 0
         for name in (*companions, path.name):
-            part = tmpdir / name
+            part, target = tmpdir / name, path.with_name(name)
             os.chmod(part, _mode_for(path))
             total += part.stat().st_size
-            os.replace(part, path.with_name(name))
+            if name != path.name and not target.exists():
+                placed.append(target)  # (before the rename: an interruption during it still finds it)
+            os.replace(part, target)
         return total
-    except OSError as exc:
-        raise Tree2MatError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+    except BaseException as exc:
+        if (tmpdir / path.name).exists():  # (the file itself not yet in place: the companions placed refer to nothing)
+            for target in placed:
+                _remove(functools.partial(target.unlink, missing_ok=True))
+        if isinstance(exc, OSError):
+            raise Tree2MatError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+        raise
     finally:
         if ours:
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            _remove(lambda: shutil.rmtree(tmpdir, ignore_errors=True))
+
+
+def _remove(clean: Callable[[], None]) -> None:
+    """``clean()``, again if a second Ctrl-C or SIGTERM (an exception here) breaks into it: a
+    temporary file is removed however often the user presses."""
+    for _ in range(8):
+        try:
+            clean()
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -4,12 +4,14 @@ limit) and the external data's layout that the runtimes read back."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
 import onnx
 
-from tree2mat._files import atomic_write, atomic_write_files, writable_target
+from tree2mat._files import NAME_MAX, atomic_write, atomic_write_files, writable_target
+from tree2mat.errors import OptionError
 
 #: A graph whose constants pass this many bytes cannot be one protobuf message (2 GiB limit): it
 #: is written with its constants in a side file (ONNX external data, ``<file>.<digest>.data``).
@@ -50,6 +52,11 @@ def save(model: onnx.ModelProto, path: str | Path) -> int:
         keep = None
     else:
         keep = f"{target.name}.{_digest(model)}.data"
+        if len(os.fsencode(keep)) > NAME_MAX:
+            raise OptionError(
+                f"{path}: a graph over 2 GiB keeps its constants in {keep!r} beside it, a name over the file system's "
+                f"{NAME_MAX} bytes: give the graph a name of at most {NAME_MAX - len(os.fsencode(keep)) + len(os.fsencode(target.name))} bytes"
+            )
         written = atomic_write_files(path, lambda tmp: write_external(model, tmp, keep), (keep,))
     for name in old - {keep}:
         target.with_name(name).unlink(missing_ok=True)
@@ -62,22 +69,29 @@ def external_data_file(path: str | Path) -> Path | None:
     return Path(path).with_name(sorted(names)[0]) if names else None
 
 
-def _own_data_files(path: Path) -> set[str]:
-    """Names of the data files the graph at ``path`` refers to that :func:`save` could have made
-    (``<name>.<hex>.data`` in the same folder); empty when ``path`` is no readable graph."""
+def data_files(path: str | Path) -> list[Path]:
+    """Every file the graph at ``path`` keeps constants in (ONNX external data, whoever wrote
+    it), beside it; empty when ``path`` is no readable graph."""
+    path = Path(path)
+    return [path.parent / name for name in sorted(_locations(path))]
+
+
+def _locations(path: Path) -> set[str]:
+    """The external data locations the graph at ``path`` names (empty: none, or no graph)."""
     if not path.is_file():
         return set()
     try:
         graph = onnx.load(str(path), load_external_data=False)
-    except Exception:  # not an ONNX file (or not ours): nothing of ours to clean up
+    except Exception:  # not an ONNX file: it names no data files
         return set()
+    return {entry.value for tensor in graph.graph.initializer for entry in tensor.external_data if entry.key == "location"}
+
+
+def _own_data_files(path: Path) -> set[str]:
+    """Names of the data files the graph at ``path`` refers to that :func:`save` could have made
+    (``<name>.<hex>.data`` in the same folder); empty when ``path`` is no readable graph."""
     pattern = re.compile(re.escape(path.name) + r"\.[0-9a-f]{16}\.data")
-    names = set()
-    for tensor in graph.graph.initializer:
-        for entry in tensor.external_data:
-            if entry.key == "location" and pattern.fullmatch(entry.value):
-                names.add(entry.value)
-    return names
+    return {name for name in _locations(path) if pattern.fullmatch(name)}
 
 
 def _digest(model: onnx.ModelProto) -> str:

@@ -47,8 +47,8 @@ EXTRA = "pip install 'tree2mat[pipelines]'"
 #: tree2mat's own (``tree2mat.forms._graph.OPERATORS``), by domain: ``verify`` runs a pipeline
 #: graph of these without ``--foreign-graph`` (tests/e2e/test_pipelines.py checks the cases).
 PREPROCESSING_OPERATORS = {
-    "": frozenset({"ArgMin", "CastLike", "Flatten", "Gemm", "ReduceL2", "ReduceMean", "ReduceMin", "ReduceSumSquare",
-                   "Reciprocal", "Round", "Size", "Sqrt", "Sum"}),
+    "": frozenset({"ArgMin", "CastLike", "Flatten", "Gemm", "ReduceL2", "ReduceMean", "ReduceMin", "ReduceProd",
+                   "ReduceSumSquare", "Reciprocal", "Round", "Size", "Sqrt", "Sum"}),
     "ai.onnx.ml": frozenset({"ArrayFeatureExtractor", "Binarizer", "CastMap", "FeatureVectorizer", "Imputer", "LabelEncoder",
                              "Normalizer", "OneHotEncoder", "Scaler"}),
 }

@@ -150,13 +150,19 @@ def _onnxruntime(model: onnx.ModelProto, outputs: Sequence[str], device: str = "
     except Exception as exc:
         raise _failed("onnxruntime", f"cannot load the graph on {device}", exc) from exc
     name = sess.get_inputs()[0].name
+    options = ort.RunOptions()
+    options.log_severity_level = 4  # (a stopped run's errors reach the caller as exceptions, not as log lines)
 
     def run(X: np.ndarray) -> dict[str, np.ndarray]:
         try:
-            return dict(zip(outputs, sess.run(list(outputs), {name: X})))
+            return dict(zip(outputs, sess.run(list(outputs), {name: X}, options)))
         except Exception as exc:
             raise _failed("onnxruntime", f"failed to run the graph on {device}", exc) from exc
 
+    def cancel() -> None:  # (from another thread: the run ends at its next operator)
+        options.terminate = True
+
+    run.cancel = cancel  # type: ignore[attr-defined]
     return run
 
 
@@ -360,7 +366,7 @@ def node_modules(package: str) -> Path | None:
     return next((c for c in candidates if (c / package / "package.json").is_file()), None)
 
 
-#: The browser runner (``webgpu``): Chromium's path (TREE2MAT_CHROMIUM, else Debian's).
+#: The browser runners (``webgpu``, ``webgpu-jsep``): Chromium's path (TREE2MAT_CHROMIUM, else Debian's).
 def chromium() -> str | None:
     path = os.environ.get("TREE2MAT_CHROMIUM", "/usr/bin/chromium")
     return path if Path(path).is_file() and os.access(path, os.X_OK) else None
@@ -385,9 +391,10 @@ def _node_version(package: str, browser: bool = False) -> Callable[[], str | Non
     return version
 
 
-def _node(name: str, package: str, script: str) -> Callable[[onnx.ModelProto, Sequence[str], str], Run]:
+def _node(name: str, package: str, script: str, module: str | None = None) -> Callable[[onnx.ModelProto, Sequence[str], str], Run]:
     """Runs graphs with ``script`` (run_graph.mjs: in Node.js; run_browser.mjs: in headless
-    Chromium), ``package`` from the npm packages found by :func:`node_modules`."""
+    Chromium, the page importing ``module``), ``package`` from the npm packages found by
+    :func:`node_modules`."""
 
     def load(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
         folder = node_modules(package)
@@ -406,14 +413,21 @@ def _node(name: str, package: str, script: str) -> Callable[[onnx.ModelProto, Se
                 request = {
                     "model": str(where / "graph.onnx"), "outputs": list(outputs), "dir": tmp,
                     "input": {"name": input_name, "dtype": X.dtype.name, "shape": list(X.shape), "file": str(where / "input.bin")},
+                    **({"import": module} if module else {}),
                 }
                 (where / "request.json").write_text(json.dumps(request))
                 env = {**os.environ, "TREE2MAT_NODE_MODULES": str(folder)}
-                try:
-                    done = subprocess.run([*command, str(where / "request.json")], capture_output=True, text=True,
-                                          env=env, check=False, timeout=NODE_TIMEOUT_S)
-                except subprocess.TimeoutExpired as exc:
-                    raise VerificationError(f"{name} did not finish the graph within {NODE_TIMEOUT_S} s") from exc
+                with subprocess.Popen([*command, str(where / "request.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=env) as proc:
+                    running.append(proc)
+                    try:
+                        stdout, stderr = proc.communicate(timeout=NODE_TIMEOUT_S)
+                    except subprocess.TimeoutExpired as exc:
+                        proc.kill()
+                        raise VerificationError(f"{name} did not finish the graph within {NODE_TIMEOUT_S} s") from exc
+                    finally:
+                        running.remove(proc)
+                done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
                 if done.returncode != 0:
                     lines = [line for line in done.stderr.splitlines() if line.strip()]
                     error = next((line for line in lines if "Error" in line), lines[-1] if lines else f"exit {done.returncode}")
@@ -431,10 +445,29 @@ def _node(name: str, package: str, script: str) -> Callable[[onnx.ModelProto, Se
                     raise VerificationError(f"{name} gave no readable outputs: {type(exc).__name__}: {exc}") from exc
                 return out
 
+        running: list[subprocess.Popen[str]] = []
+
+        def cancel() -> None:  # (from another thread: a run past verify's --timeout; SIGTERM, so that
+            for proc in list(running):  # playwright closes the browser it started)
+                proc.terminate()
+
+        run.cancel = cancel  # type: ignore[attr-defined]
         return run
 
     return load
 
+
+BROWSER_INSTALL = (
+    NODE_INSTALL.format(package="onnxruntime-web") + ", the npm package playwright-core, and Chromium "
+    "(Debian: apt install chromium; elsewhere TREE2MAT_CHROMIUM=its path)"
+)
+#: The WebGPU runtimes: onnxruntime-web ships two WebGPU backends, one per import, whose kernels
+#: are different code (docs/runtimes.md): (runtime, the import, what it is).
+WEBGPU_IMPORTS = (
+    ("webgpu", "onnxruntime-web/webgpu", "its C++ WebGPU execution provider: the import to ship"),
+    ("webgpu-jsep", "onnxruntime-web", "the default import's JSEP, which shares compiled shaders between a page's graphs: "
+     "exact one graph per page"),
+)
 
 RUNTIMES: dict[str, Runtime] = {
     r.name: r
@@ -452,11 +485,13 @@ RUNTIMES: dict[str, Runtime] = {
             "onnxruntime-web", NODE_INSTALL.format(package="onnxruntime-web"),
             "onnxruntime-web's WebAssembly backend, run in Node.js", _node_version("onnxruntime-web"), _node("onnxruntime-web", "onnxruntime-web", "run_graph.mjs"),
         ),
-        Runtime(
-            "webgpu", NODE_INSTALL.format(package="onnxruntime-web") + ", the npm package playwright-core, and Chromium "
-            "(Debian: apt install chromium; elsewhere TREE2MAT_CHROMIUM=its path)",
-            "onnxruntime-web's WebGPU backend in headless Chromium (started with --enable-unsafe-webgpu)",
-            _node_version("onnxruntime-web", browser=True), _node("webgpu", "onnxruntime-web", "run_browser.mjs"),
+        *(
+            Runtime(
+                name, BROWSER_INSTALL, f"onnxruntime-web's WebGPU backend of `import ... from '{module}'` ({how}), in headless "
+                "Chromium (started with --enable-unsafe-webgpu)",
+                _node_version("onnxruntime-web", browser=True), _node(name, "onnxruntime-web", "run_browser.mjs", module),
+            )
+            for name, module, how in WEBGPU_IMPORTS
         ),
     )
 }

@@ -23,7 +23,7 @@ from sklearn.ensemble import (
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, RobustScaler, StandardScaler
+from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, PolynomialFeatures, RobustScaler, StandardScaler
 from xgboost import XGBClassifier, XGBRegressor
 
 import tree2mat
@@ -273,3 +273,16 @@ def test_xgboost_after_sparse_rows_is_refused():
         tree2mat.convert(sparse)
     dense = make_pipeline(OneHotEncoder(handle_unknown="ignore", sparse_output=False), XGBClassifier(n_estimators=5, max_depth=3)).fit(X[:, CODE], y)
     assert tree2mat.verify(dense, tree2mat.convert(dense), X[:, CODE]).passed
+
+
+def test_polynomial_features_are_tree2mat_s_own_operators():
+    """skl2onnx writes PolynomialFeatures with ReduceProd (float32: its float64 graph fails in
+    skl2onnx's own shape inference): verify runs such a graph without --foreign-graph."""
+    from tree2mat.verify.runners import foreign_operators
+
+    X = table(500, 0, False)
+    pipe = make_pipeline(PolynomialFeatures(2), RandomForestRegressor(5, max_depth=4, random_state=0)).fit(X, target(X, "regression"))
+    onx = tree2mat.convert(pipe, dtype="float32")
+    assert "ReduceProd" in {n.op_type for n in onx.graph.node} and foreign_operators(onx) == []
+    report = tree2mat.verify(pipe, onx, X)  # (float32 products round otherwise than scikit-learn's: a mismatch may be seen)
+    assert {o.name for o in report.outputs} == {"variable", "routing"}

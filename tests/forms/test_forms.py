@@ -95,7 +95,7 @@ def test_size_groups_partition_the_trees_near_the_least_padded_work():
     assert len(size_groups(np.full(50, 30))) == 1  # equal trees: one group
 
 
-@pytest.mark.parametrize("form,matmul", [v for v in EXACT_VARIANTS if v[0] not in ("traverse", "hierarchical")])
+@pytest.mark.parametrize("form,matmul", [v for v in EXACT_VARIANTS if v[0] not in ("traverse", "hierarchical", "treeensemble")])
 def test_matrix_forms_group_trees_of_different_sizes_exactly(form, matmul):
     """Boosting whose later trees shrink to a few nodes or one leaf: the matrix forms pad the
     trees in several size groups (one MatMul each) and still route every row as XGBoost does."""

@@ -68,6 +68,29 @@ def lightgbm_bitset_text(splits: int, words: int) -> str:
     return head + tree + "end of trees\n\nparameters:\n[objective: regression]\nend of parameters\n\npandas_categorical:null\n"
 
 
+def _categorical_chain(nodes: int, width: int, columns: int = 1) -> dict:
+    """An IR document: one tree, a chain of ``nodes`` categorical nodes over ``columns`` columns,
+    each listing ``width`` categories of its own."""
+    cats = [{"node": i, "values": list(range(i * width, (i + 1) * width)), "left": [True] * width, "other_left": False}
+            for i in range(nodes)]
+    return {"tree2mat_ir": 1, "n_features": columns, "trees": [{
+        "feature": [i % columns for i in range(nodes)], "threshold": [0.0] * nodes, "default_left": [True] * nodes,
+        "left": [-(i + 1) for i in range(nodes)], "right": [i + 1 for i in range(nodes - 1)] + [-(nodes + 1)],
+        "value": [0.0] * (nodes + 1), "categorical": cats}]}
+
+
+def test_inspect_summarizes_what_only_its_max_memory_refuses(tmp_path, capsys):
+    """inspect refuses unread only a model no graph of fits half this machine's memory (or its
+    --max-memory, if more) for 10 000 rows; a model over --max-memory alone is summarized, with
+    auto's refusal in the summary."""
+    (tmp_path / "wide.json").write_text(json.dumps(_categorical_chain(10, 100, columns=10)))
+    assert main(["inspect", str(tmp_path / "wide.json"), "--max-memory", "64M"]) == 0
+    out = capsys.readouterr().out
+    assert "auto: None: no exact form fits --max-memory 64.0 MiB" in out, out
+    assert main(["convert", str(tmp_path / "wide.json"), "-o", str(tmp_path / "w.onnx"), "--max-memory", "64M"]) == 2
+    assert "any graph of it needs at least" in capsys.readouterr().err
+
+
 def _sparse(path: Path, size: int, start: bytes = b"") -> Path:
     with open(path, "wb") as fh:
         fh.write(start)
@@ -88,10 +111,16 @@ def _cases(d: Path) -> dict[str, tuple[Path, str]]:
         {"feature": [0], "threshold": [0.5], "default_left": [True], "left": [-1], "right": [-2], "value": [[0] * K, [1] * K]}]}
     (d / "wide.json").write_text(json.dumps(doc, separators=(",", ":")))
     (d / "leaves.txt").write_text(lightgbm_bitset_text(3, 1).replace("num_leaves=4", f"num_leaves={10**15}"))
+    (d / "shared.txt").write_text(lightgbm_bitset_text(40_000, 62_500))  # one bitset named 40 000 times (counted once)
+    (d / "sparse.txt").write_text(lightgbm_bitset_text(200_000, 62_500).replace(" ".join(["4294967295"] * 62_500), " ".join(["0"] * 62_499 + ["1"])))
+    (d / "chain.json").write_text(json.dumps(_categorical_chain(4_000, 200), separators=(",", ":")))
     return {
         "lightgbm 60 splits x 31 250-word bitset": (d / "bitset.txt", "categorical splits"),
         "IR with 1 000 000 outputs per leaf": (d / "wide.json", "outputs per leaf"),
         "LightGBM num_leaves 10^15": (d / "leaves.txt", "nodes"),
+        "LightGBM 40 000 splits x one 62 500-word bitset": (d / "shared.txt", "categorical splits"),
+        "LightGBM 200 000 splits x one sparse bitset": (d / "sparse.txt", "categorical splits"),
+        "IR with 4 000 categorical nodes x 200 new categories": (d / "chain.json", "categorical splits"),
         "2 GiB of zeros as .json": (_sparse(d / "zeros.json", 2**31), "not a JSON"),
         "2 GiB of zeros as .ubj": (_sparse(d / "zeros.ubj", 2**31), "not a JSON"),
         "2 GiB of zeros as LightGBM .txt": (_sparse(d / "zeros.txt", 2**31), "not a LightGBM model text"),
@@ -194,6 +223,39 @@ def test_a_custom_domain_is_foreign(tmp_path, capsys):
     onnx.save(model, str(tmp_path / "custom.onnx"))
     assert main(["verify", str(ROOT / "fixtures" / "paper_tree.json"), str(tmp_path / "custom.onnx")]) == 2
     assert "com.example.Anything" in capsys.readouterr().err
+
+
+def _graph(path: Path, nodes: list, initializers: list) -> Path:
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", T.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("variable", T.FLOAT, ["N", 4])], initializers)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    return path
+
+
+def test_a_graph_of_allowed_operators_asking_for_any_memory_is_refused(tmp_path, capsys):
+    """A ConstantOfShape of a size the file chooses (10^10 floats for every row) is refused before
+    a runtime loads it, as shape inference sizes it."""
+    shape = onnx.numpy_helper.from_array(np.array([100_000, 100_000], np.int64), "shape")
+    graph = _graph(tmp_path / "big.onnx", [
+        helper.make_node("ConstantOfShape", ["shape"], ["a"], value=helper.make_tensor("v", T.FLOAT, [1], [1.0])),
+        helper.make_node("ReduceSum", ["a"], ["s"], keepdims=0), helper.make_node("Add", ["X", "s"], ["variable"])], [shape])
+    assert main(["verify", str(ROOT / "fixtures" / "paper_tree.json"), str(graph)]) == 2
+    err = capsys.readouterr().err
+    assert "[100000, 100000] float, over 4 GiB for one row" in err and "\n" not in err.strip(), err
+
+
+def test_loading_a_graph_is_within_the_timeout(tmp_path):
+    """onnxruntime folds a graph's constants as it loads it (a 3000 x 3000 MatMul of constants,
+    seconds): the load is timed as a run is."""
+    shape = onnx.numpy_helper.from_array(np.array([3000, 3000], np.int64), "shape")
+    graph = _graph(tmp_path / "fold.onnx", [
+        helper.make_node("ConstantOfShape", ["shape"], ["a"], value=helper.make_tensor("v", T.FLOAT, [1], [1.0])),
+        helper.make_node("MatMul", ["a", "a"], ["b"]), helper.make_node("ReduceSum", ["b"], ["s"], keepdims=0),
+        helper.make_node("Add", ["X", "s"], ["variable"])], [shape])
+    done = subprocess.run([sys.executable, "-m", "tree2mat", "verify", str(ROOT / "fixtures" / "paper_tree.json"), str(graph),
+                           "--timeout", "0.05"], capture_output=True, text=True, timeout=300, check=False)
+    err = done.stderr.strip()
+    assert done.returncode == 2 and "did not load the graph within 0.05 s (--timeout)" in err and "\n" not in err, err
 
 
 def test_timeout_must_be_positive(capsys):

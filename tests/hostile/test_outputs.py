@@ -111,3 +111,17 @@ def test_an_unrelated_output_is_written(files, tmp_path):
     (tmp_path / "m.json").write_text("old")
     assert main(["inspect", str(files / "m.json"), "-o", str(tmp_path / "m.json")]) == 0
     assert (tmp_path / "m.json").read_text().startswith("source")
+
+
+def test_a_graph_s_data_file_is_an_input_whatever_its_name(files, tmp_path, capsys):
+    """A graph saved with its constants in a file of any name (ONNX external data, by another
+    tool): verify's report may not be written over that file."""
+    import onnx
+
+    graph = onnx.load(str(files / "m.onnx"))
+    onnx.save(graph, str(tmp_path / "g.onnx"), save_as_external_data=True, all_tensors_to_one_file=True, location="w.bin", size_threshold=0)
+    before = (tmp_path / "w.bin").read_bytes()
+    code = main(["verify", str(files / "m.json"), str(tmp_path / "g.onnx"), "--json", str(tmp_path / "w.bin")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "its data file w.bin" in err and "\n" not in err, err
+    assert (tmp_path / "w.bin").read_bytes() == before

@@ -86,7 +86,7 @@ def payload(request, tmp_path):
 def _refused(capsys, code):
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("tree2mat: error:") and "\n" not in err, err
-    assert "does not read: the function" in err, err
+    assert "does not read: " in err and "the function " in err, err
 
 
 @pytest.mark.parametrize("how", ["--safe", "TREE2MAT_SAFE=1", "default"])
@@ -178,6 +178,81 @@ def test_the_ir_version_is_an_integer(tmp_path, version):
     (tmp_path / "m.json").write_text(text)
     with pytest.raises(ModelFileError):
         tree2mat.load(tmp_path / "m.json")
+
+
+# ------------------------------------------------ files that pass a type check and still do harm
+
+
+def _rewritten(path, edit):
+    """``path`` (a .skops file) with its schema changed by ``edit(schema)``, in place."""
+    with zipfile.ZipFile(path) as z:
+        files = {n: z.read(n) for n in z.namelist()}
+    schema = json.loads(files["schema.json"])
+    edit(schema)
+    files["schema.json"] = json.dumps(schema).encode()
+    with zipfile.ZipFile(path, "w") as z:
+        for name, blob in files.items():
+            z.writestr(name, blob)
+    return path
+
+
+def _array_interface_write(tmp_path, victim):
+    """Allowed types only, each where it belongs: a DummyRegressor carrying
+    ``__array_interface__`` (numpy then reads and writes at the address it names) handed to
+    ``check_array`` by a partial, and a MinMaxScaler that scales in place."""
+    from sklearn.preprocessing import MinMaxScaler
+    from sklearn.utils.validation import check_array
+
+    evil = DummyClassifier()
+    evil.__dict__["__array_interface__"] = {"data": (victim.ctypes.data, False), "shape": (1, 4), "typestr": "<f8", "version": 3}
+    pipe = make_pipeline(FunctionTransformer(), MinMaxScaler(), RandomForestClassifier(n_estimators=2, random_state=0)).fit(X, Y)
+    pipe.steps[0][1].func = functools.partial(check_array, evil)
+    scaler = pipe.steps[1][1]
+    scaler.copy, scaler.scale_, scaler.min_ = False, np.zeros(4), np.array([1337.0, 4242.0, 7.0, 8.0])
+    sio.dump(pipe, tmp_path / "write.skops")
+    return tmp_path / "write.skops"
+
+
+def test_no_object_carries_a_raw_address(tmp_path):
+    victim = np.zeros(4)
+    path = _array_interface_write(tmp_path, victim)
+    with tree2mat.safe_loading(), pytest.raises(UnsupportedModelError, match="a partial with positional arguments.*'__array_interface__'"):
+        tree2mat.verify(path, tree2mat.convert(RandomForestClassifier(n_estimators=2).fit(X, Y)), X)
+    assert (victim == 0).all()
+    gb = GradientBoostingClassifier(n_estimators=2, random_state=0).fit(X, Y)
+    gb.init_.class_prior_ = DummyClassifier()  # (read by np.asarray: memory at the address it names)
+    gb.init_.class_prior_.__dict__["__array_interface__"] = {"data": (victim.ctypes.data, True), "shape": (3,), "typestr": "<f8", "version": 3}
+    sio.dump(gb, tmp_path / "read.skops")
+    with pytest.raises(UnsupportedModelError, match="__array_interface__"):
+        tree2mat.load(tmp_path / "read.skops")
+
+
+@pytest.mark.parametrize("edit, needle", [
+    # an attribute over a method of the class (predict, as an allowed callable object)
+    (lambda s: s["content"]["content"].__setitem__("predict", {"__class__": "DummyClassifier", "__module__": "sklearn.dummy", "__loader__": "ObjectNode"}),
+     "attribute 'predict' over its class's own"),
+    # an allowed type where its kind of node calls it with the file's data
+    (lambda s: s["content"]["content"].__setitem__("junk", {"__class__": "bytearray", "__module__": "builtins", "__loader__": "LossNode"}),
+     "builtins.bytearray (as LossNode)"),
+    (lambda s: s["content"]["content"].__setitem__("junk", {"__class__": "RandomForestClassifier", "__module__": "sklearn.ensemble._forest", "__loader__": "ListNode", "content": []}),
+     "(as ListNode)"),
+    # joblib starts as many workers as the file says when the model predicts
+    (lambda s: s["content"]["content"].__setitem__("n_jobs", {"__class__": "int", "__module__": "builtins", "__loader__": "JsonNode", "content": "123456", "is_json": True}),
+     "n_jobs '123456'"),
+])
+def test_types_are_allowed_only_where_they_belong(tmp_path, edit, needle):
+    path = tmp_path / "m.skops"
+    sio.dump(RandomForestClassifier(n_estimators=2, random_state=0).fit(X, Y), path)
+    with pytest.raises(UnsupportedModelError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        tree2mat.load(_rewritten(path, edit))
+
+
+def test_an_older_protocol_is_refused(tmp_path):
+    """skops reads protocol 0 files' functions from other fields than the ones checked."""
+    path = tmp_path / "m.skops"
+    sio.dump(RandomForestClassifier(n_estimators=2, random_state=0).fit(X, Y), path)
+    with pytest.raises(ModelFileError, match="protocol 0"):
+        tree2mat.load(_rewritten(path, lambda s: s.__setitem__("protocol", 0)))
 
 
 # ------------------------------------------------------------------------------------ fuzzing

@@ -107,6 +107,42 @@ def test_the_longest_names_are_written(tmp_path, name):
     assert [p.name for p in tmp_path.iterdir()] == [name]
 
 
+@pytest.mark.parametrize("flag", ["-o", "--json"])
+def test_a_name_the_file_system_cannot_take_is_refused_before_any_work(tmp_path, capsys, flag):
+    name = tmp_path / ("é" * 128 + ".onnx")  # (261 bytes)
+    args = ["convert", str(FIXTURE), "-o", str(name)] if flag == "-o" else ["verify", str(FIXTURE), str(FIXTURE), "--json", str(name)]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "a file name of 261 bytes; the file system takes 255 at most" in err and "\n" not in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_companions_placed_before_an_interruption_are_removed(tmp_path):
+    """A graph over 2 GiB moves its data file into place before the graph itself: interrupted in
+    between, the data file (new, referred to by nothing) goes too; an old one of the same name,
+    which an old graph may refer to, stays."""
+    real_replace = os.replace
+
+    def replace(src, dst):
+        real_replace(src, dst)
+        if str(dst).endswith(".data"):
+            raise KeyboardInterrupt
+
+    def write(tmp):
+        tmp.write_bytes(b"graph")
+        tmp.with_name("g.onnx.data").write_bytes(b"data")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(files_module.os, "replace", replace)
+        with pytest.raises(KeyboardInterrupt):
+            atomic_write_files(tmp_path / "g.onnx", write, ("g.onnx.data",))
+        assert list(tmp_path.iterdir()) == []
+        (tmp_path / "g.onnx.data").write_bytes(b"old data")
+        with pytest.raises(KeyboardInterrupt):
+            atomic_write_files(tmp_path / "g.onnx", write, ("g.onnx.data",))
+    assert [p.name for p in tmp_path.iterdir()] == ["g.onnx.data"]
+
+
 @pytest.fixture(scope="module")
 def slow_model(tmp_path_factory):
     """A forest whose convert takes a second or two (reading, building, checking, writing)."""

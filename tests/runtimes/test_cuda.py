@@ -27,6 +27,9 @@ X, Y = load_breast_cancer(return_X_y=True)
 X_CAT = np.c_[X[:, :5], np.random.default_rng(0).integers(0, 12, X.shape[0])]
 from conftest import EXACT_VARIANTS  # noqa: E402
 
+#: The exact forms whose row work all runs on the CUDA provider (``FormSpec.devices``).
+ON_CUDA = [(f, m) for f, m in EXACT_VARIANTS if "cuda" in tree2mat.FORMS[f].devices]
+
 # Fitted only where the tests run (a GPU machine): every graph feature (NaN, categorical codes,
 # the zero band, missing type Zero, linear leaves) on the device.
 MODELS = {
@@ -39,7 +42,7 @@ MODELS = {
 }
 
 
-@pytest.mark.parametrize("form,matmul", EXACT_VARIANTS)
+@pytest.mark.parametrize("form,matmul", ON_CUDA)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_verify_on_cuda(name, form, matmul):
     model = MODELS[name]()
@@ -47,7 +50,7 @@ def test_verify_on_cuda(name, form, matmul):
     assert report.passed, report.summary()
 
 
-@pytest.mark.parametrize("form,matmul", EXACT_VARIANTS)
+@pytest.mark.parametrize("form,matmul", ON_CUDA)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_no_row_data_on_the_cpu_and_same_leaves_as_cpu(name, form, matmul):
     """Every node that touches rows runs on CUDA: onnxruntime leaves only its shape arithmetic
@@ -66,7 +69,7 @@ def test_no_row_data_on_the_cpu_and_same_leaves_as_cpu(name, form, matmul):
         np.testing.assert_array_equal(cuda.run(["leaves"], {"input": batch})[0], cpu.run(["leaves"], {"input": batch})[0])
 
 
-@pytest.mark.parametrize("form", [name for name, spec in tree2mat.FORMS.items() if spec.exact])
+@pytest.mark.parametrize("form", sorted({f for f, _ in ON_CUDA}))
 def test_oblique_forest_on_cuda(form):
     """Oblique nodes' projections are elementwise Mul and Add (never a MatMul: TF32 does not
     touch them), |p| x sign(p) before each Add (a fused multiply-add rounds the same): routing
@@ -84,7 +87,7 @@ def test_bench_times_every_exact_form_on_cuda(name):
     CPU) and is timed, and no row's output differs from the library's."""
     from tree2mat.bench import bench
 
-    forms = tuple(n for n, spec in tree2mat.FORMS.items() if spec.exact)
+    forms = tuple(dict.fromkeys(f for f, _ in ON_CUDA))
     report = bench(MODELS[name](), rows=10_000, batches=(1, 10_000), forms=forms, use_peers=False, repeat=1, device="cuda")
     ours = [c for c in report.contenders if c.kind == "tree2mat"]
     assert [c.name for c in ours] == [f"tree2mat {f}" for f in forms]

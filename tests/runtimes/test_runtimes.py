@@ -29,7 +29,7 @@ import tree2mat
 from tree2mat.cli import main
 from tree2mat.forms._layout import BF16_MAX
 from tree2mat.forms._spec import ALL_RUNTIMES
-from tree2mat.runtimes import RUNTIMES
+from tree2mat.runtimes import RUNTIMES, WEBGPU_IMPORTS
 from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
 
 from conftest import EXACT_VARIANTS, ROOT, with_holes
@@ -38,14 +38,18 @@ pytestmark = pytest.mark.slow  # the runtime matrix: every exact form of five mo
 
 EXACT = [name for name, spec in tree2mat.FORMS.items() if spec.exact]
 SOFT = [name for name, spec in tree2mat.FORMS.items() if not spec.exact]
-#: Every runtime but onnxruntime (the rest of the suite runs on it) and WebGPU (a browser:
-#: tests/runtimes/test_webgpu.py, make test-webgpu).
-OTHERS = [name for name in RUNTIMES if name not in ("onnxruntime", "webgpu")]
+#: The WebGPU runtimes (a browser: tests/runtimes/test_webgpu.py, make test-webgpu).
+BROWSER = tuple(name for name, _, _ in WEBGPU_IMPORTS)
+#: Every runtime but onnxruntime (the rest of the suite runs on it) and WebGPU.
+OTHERS = [name for name in RUNTIMES if name not in ("onnxruntime", *BROWSER)]
 #: Runtimes in Node.js: skipped where node or their npm package is missing (`make test` installs
 #: the packages when node is on the PATH); the Python ones are in the test extra and must run.
 NODE = ("onnxruntime-node", "onnxruntime-web")
 #: (form, runtime): each exact form on each runtime here that its spec says it is exact on.
 PROVEN = [(form, runtime) for form in EXACT for runtime in tree2mat.FORMS[form].proven_on if runtime in OTHERS]
+#: The exact forms of the portable graph: exact on every runtime, and keeping the graph contract
+#: (``treeensemble``'s ai.onnx.ml node runs on fewer: docs/graph.md).
+PORTABLE = [form for form in EXACT if set(tree2mat.FORMS[form].proven_on) >= set(ALL_RUNTIMES)]
 
 
 def test_forms_name_the_runtimes_there_are():
@@ -142,6 +146,22 @@ def test_graphs_as_shipped_give_the_library_s_outputs(name, form, runtime):
             assert rep.passed, (batch, rep)
 
 
+@pytest.mark.parametrize(("form", "runtime"), PROVEN)
+def test_leaves_graphs_give_the_reference_evaluator_s_leaves_on_every_runtime(form, runtime):
+    """A ``--leaves`` graph's own ``leaves`` output [N, T] is the reference evaluator's ``apply``
+    on every row (verify compares it), the forest's exits mapped to leaf ids in the graph (three
+    size groups, the walks' node ids). IREE 3.13 refused every such graph while the leaf ids were
+    gathered before the trees were put in order (_layout.Exit.leaf_ids)."""
+    needs(runtime)
+    name = "RandomForestClassifier"
+    onx = tree2mat.convert(fitted(name), form, leaves=True)
+    assert {p.key: p.value for p in onx.metadata_props}["tree2mat.exit_layout"] != "leaves"  # (ids computed in the graph)
+    report = tree2mat.verify(fitted(name), onx, runtime=runtime, rows=200)
+    assert report.passed, report.summary()
+    leaves = [o for o in report.outputs if o.name == "leaves"]
+    assert leaves and all(o.compared == report.rows for o in leaves)
+
+
 def _spread(n: int, k: int) -> np.ndarray:
     """``k`` row numbers spread evenly over ``n`` rows (the synthesized kinds come in blocks)."""
     return np.unique(np.linspace(0, n - 1, min(n, k)).astype(np.int64))
@@ -207,7 +227,7 @@ def test_soft_forms_run_on_every_runtime(name, form, runtime, monkeypatch):
         assert rep.passed, rep
 
 
-@pytest.mark.parametrize("form", EXACT + SOFT)
+@pytest.mark.parametrize("form", PORTABLE + SOFT)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_graphs_keep_the_contract(name, form):
     """No float64 tensor anywhere (after shape inference), no +-inf or NaN constant, every
@@ -387,8 +407,7 @@ def attention_forest(kind: str = "regressor"):
     return attention.fit(model, X[1000:], y[1000:], epsilon=0.5, tau=tau, variant=3 if kind == "ABRF-3" else 1)
 
 
-@pytest.mark.parametrize("runtime", OTHERS)
-@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize(("form", "runtime"), PROVEN)
 @pytest.mark.parametrize("kind", ["regressor", "classifier", "ABRF-3"])
 def test_attention_graphs_run_on_every_runtime(kind, form, runtime):
     """The attention after each exact form's leaves: routing exact, values within the softmax's
@@ -401,7 +420,7 @@ def test_attention_graphs_run_on_every_runtime(kind, form, runtime):
     assert report.row_kinds["nan"] > 0 and {o.name for o in report.outputs} == outputs | {"routing"}
 
 
-@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("form", PORTABLE)
 @pytest.mark.parametrize("kind", ["regressor", "classifier", "ABRF-3"])
 def test_attention_graphs_keep_the_contract(kind, form):
     onx = tree2mat.convert(attention_forest(kind), form)
@@ -421,8 +440,7 @@ def oblique_forest():
     return oblique_model("forest")
 
 
-@pytest.mark.parametrize("runtime", OTHERS)
-@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize(("form", "runtime"), PROVEN)
 def test_oblique_graphs_route_exactly_on_every_runtime(form, runtime):
     """Each exact form's graph of an oblique forest (projections summed term by term in float32,
     tree2mat.ir.core.Projections) routes as the reference evaluator on every runtime: random,
@@ -440,7 +458,7 @@ def test_oblique_graphs_route_exactly_on_every_runtime(form, runtime):
     assert tree2mat.verify(ens, onx, X_test, runtime=runtime).passed
 
 
-@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("form", PORTABLE)
 def test_oblique_graphs_keep_the_contract(form):
     onx = tree2mat.convert(oblique_forest()[3], form)
     for walk in inlined_walks(onx):
@@ -463,8 +481,7 @@ def catboost_model(kind: str):
     return cb.CatBoostClassifier(loss_function="MultiClass", grow_policy="Lossguide", max_leaves=16, **params).fit(X, y)
 
 
-@pytest.mark.parametrize("runtime", OTHERS)
-@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize(("form", "runtime"), PROVEN)
 @pytest.mark.parametrize("kind", ["symmetric", "non-symmetric"])
 def test_catboost_graphs_route_exactly_on_every_runtime(kind, form, runtime):
     """Each exact form's graph of a CatBoost classifier on every runtime against CatBoost's own
@@ -479,7 +496,7 @@ def test_catboost_graphs_route_exactly_on_every_runtime(kind, form, runtime):
     assert report.row_kinds["nan"] > 0 and report.row_kinds["inf"] > 0 and report.row_kinds["threshold"] > 0
 
 
-@pytest.mark.parametrize("form", EXACT)
+@pytest.mark.parametrize("form", PORTABLE)
 @pytest.mark.parametrize("kind", ["symmetric", "non-symmetric"])
 def test_catboost_graphs_keep_the_contract(kind, form):
     """CatBoost's nan_mode Min / Max borders at -+FLT_MAX included: no constant past bfloat16's

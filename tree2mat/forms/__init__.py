@@ -4,11 +4,11 @@ entry is the :class:`FormSpec` its module ends in (a new form is one module and 
 from __future__ import annotations
 
 from tree2mat.errors import OptionError
-from tree2mat.forms import bitvector, hierarchical, oblivious, sign, soft, traverse
+from tree2mat.forms import bitvector, hierarchical, oblivious, sign, soft, traverse, treeensemble
 from tree2mat.forms._graph import DEFAULT_OPSET, MIN_OPSET, GraphOptions
 from tree2mat.forms._spec import FormSpec
 
-FORMS: dict[str, FormSpec] = {spec.name: spec for spec in (sign.FORM, bitvector.FORM, hierarchical.FORM, traverse.FORM, oblivious.FORM, soft.SOFT, soft.SOFTMAX)}
+FORMS: dict[str, FormSpec] = {spec.name: spec for spec in (sign.FORM, bitvector.FORM, hierarchical.FORM, traverse.FORM, oblivious.FORM, treeensemble.FORM, soft.SOFT, soft.SOFTMAX)}
 
 #: Not a form: picks the fastest exact form within the memory budget (tree2mat.forms.auto).
 AUTO = "auto"

@@ -176,18 +176,27 @@ def exit_by_scores(
     leaves = []
     for k, ((_, _, m, _), r) in enumerate(zip(groups, bits)):
         name = f"{hint}{k}"
+        # Group k's matrix has k leading axes of length 1 (MatMul broadcasts them), so no two
+        # groups' scores, nor their ArgMax, have one rank. onnxruntime-web's JSEP (the WebGPU
+        # backend of its default import) caches an ArgMax shader by its attributes and input
+        # rank, but the shader holds the reduced axis' length: a group's ArgMax ran with the
+        # shader of an earlier group of other leaves (4 112 of 6 342 rows misrouted, the runtime
+        # matrix's random forest, 2026-11-26; docs/runtimes.md). Each group but the first pays a
+        # Squeeze, no copy.
+        ranked = m.reshape((1,) * k + m.shape)
         if matmul == "float32":
             r = g.op("Cast", [r], f"{name}_r", to=onnx.TensorProto.FLOAT)
-            scores = g.op("MatMul", [g.const(m.astype(np.float32), f"{name}_matrix"), r], f"{name}_scores")
+            scores = g.op("MatMul", [g.const(ranked.astype(np.float32), f"{name}_matrix"), r], f"{name}_scores")
         else:  # scores as float32 for ArgMax (exact: integers below 2**24)
             if matmul == "float16":
                 r = g.op("Cast", [r], f"{name}_r", to=onnx.TensorProto.FLOAT16)
-                product = g.op("MatMul", [g.const(m.astype(np.float16), f"{name}_matrix"), r], f"{name}_product")
+                product = g.op("MatMul", [g.const(ranked.astype(np.float16), f"{name}_matrix"), r], f"{name}_product")
             else:
                 r = g.op("Cast", [r], f"{name}_r", to=onnx.TensorProto.INT8)
-                product = g.op("MatMulInteger", [g.const(m.astype(np.int8), f"{name}_matrix"), r], f"{name}_product")
+                product = g.op("MatMulInteger", [g.const(ranked.astype(np.int8), f"{name}_matrix"), r], f"{name}_product")
             scores = g.op("Cast", [product], f"{name}_scores", to=onnx.TensorProto.FLOAT)
-        leaves.append(g.op("ArgMax", [scores], f"{name}_exit", axis=1, keepdims=0))
+        exit = g.op("ArgMax", [scores], f"{name}_exit" + "_ranked" * bool(k), axis=k + 1, keepdims=0)
+        leaves.append(g.op("Squeeze", [exit, g.const(np.arange(k, dtype=np.int64), f"{name}_exit_axes")], f"{name}_exit") if k else exit)
     # The groups' trees in their order: leaf values are laid out so, no reordering.
     index = leaves[0] if len(leaves) == 1 else g.op("Concat", leaves, "exit_grouped", axis=0)
     return _layout.Exit(index, *exit_layout(ens))

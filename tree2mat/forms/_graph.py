@@ -1,4 +1,5 @@
-"""A small deterministic ONNX graph builder on top of ``onnx.helper`` (standard domain only)."""
+"""A small deterministic ONNX graph builder on top of ``onnx.helper`` (the standard domain, and
+``ai.onnx.ml`` for the ``treeensemble`` form's one node)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ OPERATORS = frozenset({
     "Pow", "ReduceMax", "ReduceSum", "Reshape", "Shape", "Sigmoid", "Sign", "Slice", "Softmax", "Split", "Squeeze", "Sub",
     "Tanh", "Tile", "Transpose", "Unsqueeze", "Where", "Xor",
 })
+#: The ``ai.onnx.ml`` domain, the version of it tree2mat's graphs import, and the operators of it
+#: they use (its work bounded by its nodes and the rows, as the standard ones above): the
+#: ``treeensemble`` form's. Version 3: ``TreeEnsembleRegressor`` with double thresholds
+#: (``nodes_values_as_tensor``), which onnxruntime has run since 1.5; version 5 drops it.
+ML_DOMAIN, ML_OPSET = "ai.onnx.ml", 3
+ML_OPERATORS = frozenset({"TreeEnsembleRegressor"})
 
 
 @dataclass(frozen=True)
@@ -163,8 +170,8 @@ class GraphBuilder:
             helper.make_node("If", [cond], names, name=self.fresh("n_if"), then_branch=graphs[0], else_branch=graphs[1])
         )
 
-    def op(self, op_type: str, inputs: Sequence[str], hint: str | None = None, out: str | None = None, **attrs: Any) -> str:
-        key = (op_type, tuple(inputs), repr(sorted(attrs.items())))
+    def op(self, op_type: str, inputs: Sequence[str], hint: str | None = None, out: str | None = None, domain: str = "", **attrs: Any) -> str:
+        key = (f"{domain}.{op_type}", tuple(inputs), repr(sorted(attrs.items())))
         if out is None and key in self._computed:  # the same operator on the same tensors: once
             return self._computed[key]
         if out is not None and self.tag is not None:
@@ -175,7 +182,7 @@ class GraphBuilder:
         else:
             name = self.fresh(hint or op_type.lower())
         self.nodes.append(
-            helper.make_node(op_type, list(inputs), [name], name=self.fresh(f"n_{name}"), **attrs)
+            helper.make_node(op_type, list(inputs), [name], name=self.fresh(f"n_{name}"), domain=domain or None, **attrs)
         )
         self._computed[key] = name
         return name
@@ -217,6 +224,8 @@ class GraphBuilder:
     ) -> onnx.ModelProto:
         graph = helper.make_graph(self.nodes, "tree2mat", list(inputs), list(outputs), self.initializers)
         opsets = [helper.make_opsetid("", self.opset)]
+        if any(n.domain == ML_DOMAIN for n in all_nodes(graph)):
+            opsets.append(helper.make_opsetid(ML_DOMAIN, ML_OPSET))
         model = helper.make_model(
             graph,
             opset_imports=opsets,
@@ -256,6 +265,25 @@ def reads(node: onnx.NodeProto) -> set[str]:
             inner = {o for n in attr.g.node for o in n.output} | {t.name for t in attr.g.initializer} | {i.name for i in attr.g.input}
             names |= {r for n in attr.g.node for r in reads(n)} - inner
     return names
+
+
+def prune(graph: onnx.GraphProto) -> None:
+    """Drop the nodes of ``graph`` (not of its subgraphs) whose outputs nothing reads: a runtime
+    runs every node it is given (the shared input preparation makes a missing mask that a form
+    reading NaN itself does not use)."""
+    needed = {o.name for o in graph.output}
+    keep: list[onnx.NodeProto] = []
+    for node in reversed(graph.node):
+        if any(o in needed for o in node.output):
+            keep.append(node)
+            needed |= reads(node)
+    if len(keep) == len(graph.node):
+        return
+    used = needed | {i.name for i in graph.input}
+    initializers = [t for t in graph.initializer if t.name in used]
+    del graph.node[:], graph.initializer[:]
+    graph.node.extend(reversed(keep))
+    graph.initializer.extend(initializers)
 
 
 def sort_nodes(graph: onnx.GraphProto) -> None:

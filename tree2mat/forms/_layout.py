@@ -325,7 +325,7 @@ def exit_values_bytes_per_row(ens: Ensemble) -> int:
 def floor_bytes(sizes: Declared, rows: int) -> int:
     """The least memory any form's graph of a model of ``sizes`` takes, constants and ``rows``
     rows of intermediates (what every form's ``constant_bytes + rows x bytes_per_row`` is at
-    least: tests/forms/test_auto.py holds it against them): a threshold and a column per internal
+    least: tests/hostile/test_bounded.py holds it against them): a threshold and a column per internal
     node, a value per leaf; per row the categorical intermediates every form's input preparation
     makes, the exit of every tree and the K outputs."""
     return 8 * sizes.internal + 4 * sizes.leaves + rows * (_categorical_row_bytes(sizes) + 8 * sizes.trees + 4 * sizes.outputs)

@@ -17,7 +17,7 @@ from tree2mat.ir.core import Ensemble
 #: The runtimes of ``verify --runtime`` (tree2mat.runtimes.RUNTIMES): the runtime matrix
 #: (tests/runtimes/test_runtimes.py, make test-webgpu) checks an exact form on each runtime its spec
 #: names in ``proven_on``.
-ALL_RUNTIMES = ("onnxruntime", "reference", "openvino", "tract", "iree", "onnxruntime-node", "onnxruntime-web", "webgpu")
+ALL_RUNTIMES = ("onnxruntime", "reference", "openvino", "tract", "iree", "onnxruntime-node", "onnxruntime-web", "webgpu", "webgpu-jsep")
 
 
 def dense_constant_limit() -> int:
@@ -62,3 +62,6 @@ class FormSpec:
     #: Exact forms: the runtimes whose runs of its graphs the runtime matrix checks against the
     #: libraries (names of tree2mat.runtimes.RUNTIMES).
     proven_on: tuple[str, ...] = ()
+    #: onnxruntime's devices that run every operator of its graphs that touches rows (``cuda``:
+    #: the CUDA provider has a kernel for each; ``bench --device cuda`` times only such graphs).
+    devices: tuple[str, ...] = ("cpu", "cuda")

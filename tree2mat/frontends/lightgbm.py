@@ -354,11 +354,16 @@ def _categories(
 ) -> dict[int, np.ndarray]:
     """Per categorical node, the category codes its bitset holds (only the set bits are kept:
     a bitset spanning millions of codes costs what its set bits cost)."""
-    return {node: _bitset_values(words) for node, words in _bitsets(block, where, n_cat, threshold, is_cat).items()}
+    values: dict[int, np.ndarray] = {}  # (per bitset: many nodes may name one)
+    out = {}
+    for node, (idx, words) in _bitsets(block, where, n_cat, threshold, is_cat).items():
+        out[node] = values[idx] if idx in values else values.setdefault(idx, _bitset_values(words))
+    return out
 
 
-def _bitsets(block: dict[str, str], where: str, n_cat: int, threshold: np.ndarray, is_cat: np.ndarray) -> dict[int, np.ndarray]:
-    """Per categorical node, the uint32 words of the bitset it names (views of one array)."""
+def _bitsets(block: dict[str, str], where: str, n_cat: int, threshold: np.ndarray, is_cat: np.ndarray) -> dict[int, tuple[int, np.ndarray]]:
+    """Per categorical node, the index of the bitset it names and its uint32 words (views of one
+    array)."""
     if not is_cat.any():
         return {}
     bounds = _numbers(block, "cat_boundaries", where, n_cat + 1, int)
@@ -367,13 +372,16 @@ def _bitsets(block: dict[str, str], where: str, n_cat: int, threshold: np.ndarra
     words = _numbers(block, "cat_threshold", where, int(bounds[-1]), int)
     if np.any((words < 0) | (words >= 2**32)):
         raise ModelFileError(f"{where}: ill-formed LightGBM model: cat_threshold words must be uint32")
-    out = {}
-    for node in np.flatnonzero(is_cat):
-        idx = threshold[node]
-        if not (np.isfinite(idx) and idx == int(idx) and 0 <= idx < n_cat):
-            raise ModelFileError(f"{where}: ill-formed LightGBM model: node {node} names bitset {idx}")
-        out[int(node)] = words[bounds[int(idx)] : bounds[int(idx) + 1]]
-    return out
+    nodes = np.flatnonzero(is_cat)
+    named = threshold[nodes]
+    # (checked at once: a file may hold hundreds of thousands of categorical nodes)
+    bad = ~(np.isfinite(named) & (named >= 0) & (named < n_cat))
+    bad[~bad] = named[~bad] != np.floor(named[~bad])
+    if bad.any():
+        first = int(np.argmax(bad))
+        raise ModelFileError(f"{where}: ill-formed LightGBM model: node {nodes[first]} names bitset {named[first]}")
+    starts, stops = bounds[:-1].tolist(), bounds[1:].tolist()
+    return {node: (idx, words[starts[idx] : stops[idx]]) for node, idx in zip(nodes.tolist(), named.astype(np.int64).tolist())}
 
 
 def _set_bits(words: np.ndarray) -> int:
@@ -401,6 +409,7 @@ def _declared(model: ModelText, k: int, name: str) -> Declared:
     declare(nodes, name)  # (before a list of that many numbers is looked for)
     counts: list[int] = []
     columns: dict[int, np.ndarray] = {}  # per column, its nodes' bitsets OR-ed
+    merged: set[tuple[int, int, int]] = set()  # (column, tree, bitset) already OR-ed in
     for t, block in enumerate(model.trees):
         where = f"{name}: tree {t}"
         if leaves[t] < 2 or _int(block, "num_cat", where) == 0:
@@ -410,14 +419,21 @@ def _declared(model: ModelText, k: int, name: str) -> Declared:
             continue
         feature = _numbers(block, "split_feature", where, leaves[t] - 1, int)
         threshold = _numbers(block, "threshold", where, leaves[t] - 1, float)
-        for node, words in _bitsets(block, where, _int(block, "num_cat", where), threshold, is_cat).items():
+        set_bits: dict[int, int] = {}  # (per bitset, and each once per column: many nodes may name one)
+        for node, (idx, words) in _bitsets(block, where, _int(block, "num_cat", where), threshold, is_cat).items():
+            if idx not in set_bits:
+                set_bits[idx] = _set_bits(words)
+            counts.append(set_bits[idx])
+            column = int(feature[node])
+            if (column, t, idx) in merged:
+                continue
+            merged.add((column, t, idx))
             bits = words.astype(np.uint32)
-            counts.append(_set_bits(bits))
-            seen = columns.get(int(feature[node]), np.zeros(0, np.uint32))
+            seen = columns.get(column, np.zeros(0, np.uint32))
             if seen.size < bits.size:
                 seen = np.concatenate([seen, np.zeros(bits.size - seen.size, np.uint32)])
             seen[: bits.size] |= bits
-            columns[int(feature[node])] = seen
+            columns[column] = seen
     return dataclasses.replace(
         nodes, categorical_nodes=len(counts), category_entries=sum(counts), widest_node=max(counts, default=0),
         categorical_columns=len(columns), widest_column=max((_set_bits(c) for c in columns.values()), default=0),

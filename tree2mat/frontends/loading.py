@@ -181,9 +181,10 @@ def _load_pickle(path: Path) -> Any:
 
 
 def _load_skops(path: Path) -> Any:
-    """A ``.skops`` file, built only once every node of it passed tree2mat's allow-list
-    (:mod:`tree2mat.frontends._skops`), whatever skops itself trusts."""
-    _skops.audit(path)  # (its schema alone, before skops is imported or reads anything)
+    """A ``.skops`` file, read once and built only once every node of it passed tree2mat's
+    checks (:mod:`tree2mat.frontends._skops`), whatever skops itself trusts."""
+    data = _skops.read(path)
+    _skops.audit(data, str(path))  # (its schema alone, before skops reads anything)
     try:
         import skops.io as sio
     except ImportError as exc:
@@ -191,12 +192,12 @@ def _load_skops(path: Path) -> Any:
             f"{path}: reading .skops files needs skops (pip install 'tree2mat[skops]')"
         ) from exc
     try:
-        untrusted = sio.get_untrusted_types(file=path)
+        untrusted = sio.get_untrusted_types(data=data)
     except Exception as exc:
         raise ModelFileError(f"{path}: not a readable .skops file: {exc}") from exc
-    trusted = _skops.confirmed(path, untrusted)
+    trusted = _skops.confirmed(str(path), untrusted)
     try:
-        return sio.load(path, trusted=trusted)
+        return sio.loads(data, trusted=trusted)
     except Exception as exc:
         raise ModelFileError(f"{path}: cannot load .skops file: {type(exc).__name__}: {exc}") from exc
 

@@ -14,6 +14,7 @@ checked here.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -46,19 +47,32 @@ class Declared:
 
     #: The bytes of the file's text (JSON, model text) that reading parses whole.
     text_bytes: int = 0
+    #: The bytes of what reading takes in as it is stored (a ``.skops`` file's arrays).
+    stored_bytes: int = 0
 
     def ir_bytes(self) -> int:
         """Bytes that reading the model takes: the IR's arrays once built (per internal node its
         feature, threshold, direction and children: 33 bytes; per leaf its K values and source
         id; per categorical node its categories padded to the widest: value and direction, 9
         bytes each, a bound), or parsing the file's text (Python's objects of a JSON document or
-        a model text's lines take about 8 bytes per byte of it), whichever is more."""
+        a model text's lines take about 8 bytes per byte of it; stored arrays, read and then
+        built, 2), whichever is most."""
         arrays = 33 * self.internal + self.leaves * (8 * self.outputs + 16) + 9 * self.categorical_nodes * self.widest_node
-        return max(arrays, 8 * self.text_bytes)
+        return max(arrays, 8 * self.text_bytes, 2 * self.stored_bytes)
 
     @staticmethod
     def of(ens: Ensemble) -> Declared:
-        """The sizes of an ensemble already built (what its file would have declared)."""
+        """The sizes of an ensemble already built (what its file would have declared); computed
+        once per ensemble (every form's memory estimate asks)."""
+        known = _OF.get(id(ens))
+        if known is not None and known[0]() is ens:
+            return known[1]
+        sizes, key = Declared._count(ens), id(ens)
+        _OF[key] = (weakref.ref(ens, lambda _: _OF.pop(key, None)), sizes)
+        return sizes
+
+    @staticmethod
+    def _count(ens: Ensemble) -> Declared:
         columns, sets = [], []
         for tree in ens.trees:
             columns += tree.feature[tree.cat_nodes].tolist()
@@ -71,7 +85,7 @@ class Declared:
     def describe(self) -> str:
         """The sizes, as a message names them."""
         if not self.trees:
-            return f"a text of {self.text_bytes:,} bytes to parse"
+            return f"a text of {self.text_bytes:,} bytes to parse" if self.text_bytes else f"{self.stored_bytes:,} bytes of stored data"
         parts = [f"{self.trees:,} trees", f"{self.internal + self.leaves:,} nodes"]
         if self.outputs > 1:
             parts.append(f"{self.outputs:,} outputs per leaf")
@@ -80,6 +94,9 @@ class Declared:
                          f"({self.widest_column:,} in the widest column)")
         return ", ".join(parts)
 
+
+#: :meth:`Declared.of` of the ensembles alive, by id (an ``Ensemble`` holds arrays: no hash).
+_OF: dict[int, tuple[weakref.ref, Declared]] = {}
 
 #: The check a reader's :func:`declare` calls (None: none).
 _CHECK: ContextVar[Callable[[Declared, str], None] | None] = ContextVar("tree2mat_declared_check", default=None)
@@ -156,11 +173,12 @@ def category_sizes(columns: np.ndarray, sets: list[np.ndarray]) -> dict[str, int
     """The categorical fields of :class:`Declared` for categorical nodes testing ``columns``,
     node m listing the sorted distinct codes ``sets[m]`` (a column's categories: its nodes'
     together)."""
-    widest: dict[int, np.ndarray] = {}
+    per_column: dict[int, list[np.ndarray]] = {}
     for column, codes in zip(columns.tolist(), sets):
-        widest[column] = np.union1d(widest.get(column, codes[:0]), codes)
+        per_column.setdefault(column, []).append(codes)
+    widest = max((np.unique(np.concatenate(codes)).size for codes in per_column.values()), default=0)  # (one sort a column)
     return {
         "categorical_nodes": len(sets), "category_entries": int(sum(s.size for s in sets)),
         "widest_node": max((s.size for s in sets), default=0),
-        "categorical_columns": len(widest), "widest_column": max((v.size for v in widest.values()), default=0),
+        "categorical_columns": len(per_column), "widest_column": widest,
     }

@@ -1,14 +1,18 @@
 // Runs an ONNX graph in headless Chromium with onnxruntime-web's WebGPU backend, for tree2mat's
-// `verify --runtime webgpu`, or opens a page that scores rows itself (examples/web):
+// `verify --runtime webgpu|webgpu-jsep`, or opens a page that scores rows itself (examples/web):
 //
 //   node run_browser.mjs <request.json>
 //   node run_browser.mjs --page <folder>
 //
 // A server on 127.0.0.1 serves onnxruntime-web's dist/ at /ort/, this folder (score.mjs,
 // webgpu.html) at /tree2mat/, and the request's folder (or the page's) at /. With a request
-// (run_graph.mjs's), webgpu.html scores it; outputs are written to request.dir/<k>.bin and
+// (run_graph.mjs's, plus "import": the module the page imports, "onnxruntime-web/webgpu" or
+// "onnxruntime-web"), webgpu.html scores it; outputs are written to request.dir/<k>.bin and
 // described on stdout as one JSON line ({outputs, version, backend, adapter, log}). With
 // --page, <folder>/index.html is opened and what it leaves in window.__tree2mat is printed.
+// The two imports are two WebGPU backends: "onnxruntime-web/webgpu" the C++ WebGPU execution
+// provider compiled to WebAssembly, "onnxruntime-web" (the default import) JSEP, whose kernels
+// are onnxruntime-web's own TypeScript/WGSL.
 // Chromium: TREE2MAT_CHROMIUM (default /usr/bin/chromium), started with --enable-unsafe-webgpu
 // (WebGPU on Linux; headless it finds SwiftShader's adapter).
 import { createRequire } from "node:module";
@@ -55,8 +59,19 @@ const server = createServer((req, res) => {
 });
 await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
 const base = `http://127.0.0.1:${server.address().port}`;
+// The file of dist/ a bundler gives `import ... from request.import` (the package's exports, the
+// condition for a wasm file served apart), so the page runs what an application of that import runs.
+function entry(specifier) {
+  const exports = JSON.parse(readFileSync(join(modules, "onnxruntime-web", "package.json"), "utf8")).exports;
+  const subpath = specifier.startsWith("onnxruntime-web") ? "." + specifier.slice("onnxruntime-web".length) : null;
+  const file = exports[subpath]?.import?.["onnxruntime-web-use-extern-wasm"];
+  if (!file?.startsWith("./dist/")) throw new Error(`no browser module for import ${specifier}`);
+  return "/ort/" + file.slice("./dist/".length);
+}
 if (!pageMode) {
-  const pageRequest = { ...request, model: "/graph.onnx", input: { ...request.input, file: "/input.bin" } };
+  const pageRequest = {
+    ...request, model: "/graph.onnx", input: { ...request.input, file: "/input.bin" }, module: entry(request.import || "onnxruntime-web/webgpu"),
+  };
   writeFileSync(join(request.dir, "page_request.json"), JSON.stringify(pageRequest));
 }
 

@@ -5,8 +5,9 @@ output the trees' exit index (:func:`_with_leaf_output`) and to take each walk
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,14 +64,16 @@ class GraphRunner:
         self.device, self.runtime, self.timeout = device, runtime, timeout
         self.names = [o.name for o in model.graph.output]
         self.leaf = _leaf_tensor(model)
-        self._run = RUNTIMES[runtime].load(model, self.names, device)
+        # (loading can take as long as a run: onnxruntime folds the graph's constants then)
+        self._run: Any = self._within(lambda: RUNTIMES[runtime].load(model, self.names, device), "load the graph")
 
     def run(self, X: np.ndarray, rows_per_chunk: int = 65536) -> dict[str, np.ndarray]:
         """Outputs by name of the rows ``X``, run ``rows_per_chunk`` at a time, each run within
         ``timeout`` seconds (None: no limit)."""
         chunks: dict[str, list[np.ndarray]] = {n: [] for n in self.names}
         for start in range(0, X.shape[0], rows_per_chunk):
-            outs = self._timed(np.ascontiguousarray(X[start:start + rows_per_chunk]))
+            rows = np.ascontiguousarray(X[start:start + rows_per_chunk])
+            outs = self._within(functools.partial(self._run, rows), f"finish the graph on {rows.shape[0]} rows", getattr(self._run, "cancel", None))
             for n in self.names:
                 chunks[n].append(np.asarray(outs[n]))
         out = {}
@@ -80,38 +83,35 @@ class GraphRunner:
             out[n] = np.concatenate(chunks[n], axis=1 if n == self.leaf else 0)
         return out
 
-
-    def _timed(self, X: np.ndarray) -> dict[str, np.ndarray]:
-        """One run, in a thread of its own when it has a time limit: past it, the run is told
-        to stop where its runtime can be (onnxruntime, the Node.js runners: ``run.cancel``) and
-        left behind where it cannot, and a GraphTimeoutError says so."""
+    def _within(self, work: Callable[[], Any], what: str, cancel: Callable[[], None] | None = None) -> Any:
+        """``work()``, in a thread of its own when there is a time limit: past it, the work is
+        told to stop where its runtime can be (``cancel``: onnxruntime between operators, the
+        Node.js runners) and left behind where it cannot, and a GraphTimeoutError says so."""
         if self.timeout is None:
-            return self._run(X)
+            return work()
         done: dict[str, Any] = {}
 
-        def work() -> None:
+        def run() -> None:
             try:
-                done["out"] = self._run(X)
+                done["out"] = work()
             except BaseException as exc:  # (handed to the caller's thread)
                 done["error"] = exc
 
-        worker = threading.Thread(target=work, name="tree2mat-run", daemon=True)
+        worker = threading.Thread(target=run, name="tree2mat-run", daemon=True)
         worker.start()
         worker.join(self.timeout)
         if worker.is_alive():
-            cancel = getattr(self._run, "cancel", None)
             if cancel is not None:
                 cancel()
                 worker.join(5.0)
             raise GraphTimeoutError(
-                f"{self.runtime} did not finish the graph on {X.shape[0]} rows within {self.timeout:g} s (--timeout): "
-                "the run was stopped; a graph of tree2mat's takes a fraction of that: raise --timeout for a very "
-                "large model, or check where the graph came from"
+                f"{self.runtime} did not {what} within {self.timeout:g} s (--timeout): the "
+                f"{'run was stopped' if cancel is not None and not worker.is_alive() else 'command gives up on it'}; "
+                "a graph of tree2mat's takes a fraction of that: raise --timeout for a very large model, or check where the graph came from"
             )
         if "error" in done:
             raise done["error"]
-        out: dict[str, np.ndarray] = done["out"]
-        return out
+        return done["out"]
 
 
 def _metadata(model: onnx.ModelProto) -> dict[str, str]:
@@ -184,25 +184,74 @@ def foreign_operators(model: onnx.ModelProto) -> list[str]:
     """The operators of ``model`` (its subgraphs too) that tree2mat never writes, as
     ``domain.Op``: none in a graph of tree2mat's (:data:`tree2mat.forms._graph.OPERATORS`, and
     skl2onnx's preprocessing in a pipeline's)."""
-    from tree2mat.forms._graph import OPERATORS, all_nodes
+    from tree2mat.forms._graph import ML_DOMAIN, ML_OPERATORS, OPERATORS, all_nodes
     from tree2mat.pipelines import PREPROCESSING_OPERATORS
 
-    allowed = {("", op) for op in OPERATORS} | {(d, op) for d, ops in PREPROCESSING_OPERATORS.items() for op in ops}
+    allowed = {("", op) for op in OPERATORS} | {(ML_DOMAIN, op) for op in ML_OPERATORS}
+    allowed |= {(d, op) for d, ops in PREPROCESSING_OPERATORS.items() for op in ops}
     found = {(n.domain if n.domain != "ai.onnx" else "", n.op_type) for n in all_nodes(model.graph)}
     return sorted(f"{d}.{op}" if d else op for d, op in found - allowed)
 
 
+#: The largest tensor a graph may make for one row (its batch dimensions taken as 1) without
+#: ``--foreign-graph``: a tree2mat graph's largest per row is the dense forms' nodes x leaves,
+#: far below; a ``ConstantOfShape`` or ``Expand`` of a size the file chooses is not.
+MAX_TENSOR_BYTES_PER_ROW = 2**32
+
+
 def check_operators(model: onnx.ModelProto, name: str, foreign_graph: bool) -> None:
-    """A VerificationError where ``model`` holds operators tree2mat never writes, unless
-    ``foreign_graph``: a graph from elsewhere can loop for as long as it says (``Loop``), or run
-    code of a custom domain."""
+    """A ModelFileError where ``model`` holds operators tree2mat never writes, or a tensor over
+    :data:`MAX_TENSOR_BYTES_PER_ROW` as onnx's shape inference sizes it, unless ``foreign_graph``:
+    a graph from elsewhere can loop for as long as it says (``Loop``), run code of a custom
+    domain, or ask for any memory."""
+    if foreign_graph:
+        return
     foreign = foreign_operators(model)
-    if foreign and not foreign_graph:
+    if foreign:
         shown = ", ".join(foreign[:8]) + (f" and {len(foreign) - 8} more" if len(foreign) > 8 else "")
         raise ModelFileError(
             f"{name}: the graph holds operators tree2mat never writes ({shown}); verify runs such a graph only "
             "with --foreign-graph (foreign_graph=True), each run then bounded by --timeout"
         )
+    big = oversized_tensors(model)
+    if big:
+        raise ModelFileError(
+            f"{name}: the graph makes {big[0]}, over {MAX_TENSOR_BYTES_PER_ROW / 2**30:.0f} GiB for one row; verify runs "
+            "such a graph only with --foreign-graph (foreign_graph=True)"
+        )
+
+
+def oversized_tensors(model: onnx.ModelProto) -> list[str]:
+    """The tensors of ``model`` (its subgraphs too) that onnx's shape inference, constants
+    propagated, sizes over :data:`MAX_TENSOR_BYTES_PER_ROW` with every unknown dimension as 1,
+    as ``name [dims] type``; none where the graph cannot be inferred (over protobuf's 2 GiB: a
+    graph tree2mat wrote, its tensors sized by the forms' own estimates)."""
+    if needs_external_data(model):
+        return []
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # (a graph onnx cannot infer: nothing here to say about its sizes)
+        return []
+    out = []
+    for graph in _graphs(inferred.graph):
+        for value in [*graph.value_info, *graph.output]:
+            tt = value.type.tensor_type
+            if not tt.HasField("shape") or tt.elem_type == onnx.TensorProto.STRING:
+                continue
+            dims = [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
+            size = int(np.prod(dims, dtype=object)) * onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).itemsize
+            if size > MAX_TENSOR_BYTES_PER_ROW:
+                out.append(f"{value.name} {dims} {onnx.TensorProto.DataType.Name(tt.elem_type).lower()}")
+    return out
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every subgraph of its nodes' attributes, at any depth."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
+                yield from _graphs(sub)
 
 
 def _check_graph_input(model: onnx.ModelProto, n_features: int) -> np.dtype:

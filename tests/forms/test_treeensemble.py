@@ -1,0 +1,142 @@
+"""The ``treeensemble`` form against the libraries' own predictions, on every runtime it claims
+(onnxruntime, onnx's reference evaluator, onnxruntime-node and onnxruntime-web's wasm backend):
+one model per thing its ``TreeEnsembleRegressor`` has to be told through its input columns
+(the library's missing value, LightGBM's zero band and missing-type Zero, categories of each
+library) or through the rest of the graph (averaged forests, linear leaves, several outputs,
+float64 input, ``--leaves``). ``verify`` synthesizes rows on and beside every threshold, NaN
+and +-inf, and checks each tree's leaf against the reference evaluator. CatBoost and treeple
+(oblique) models: their frontends' tests run every exact form."""
+
+from __future__ import annotations
+
+import lightgbm as lgb
+import numpy as np
+import onnx
+import pandas as pd
+import pytest
+import xgboost as xgb
+from sklearn.datasets import make_classification, make_regression
+from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingClassifier, HistGradientBoostingClassifier, IsolationForest, RandomForestClassifier
+from sklearn.tree import DecisionTreeRegressor
+
+import tree2mat
+from tree2mat.forms import treeensemble
+from tree2mat.forms._graph import ML_DOMAIN
+from tree2mat.runtimes import RUNTIMES
+
+from conftest import assert_standard_graph, run_onnx, with_holes
+
+
+def _classes(n: int, nan: bool = False, zeros: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    X, y = make_classification(800, 6, n_informative=4, n_classes=n, random_state=0)
+    return (with_holes(X, np.random.default_rng(1), zeros=zeros) if nan else X), y
+
+
+def _regression(targets: int = 1, nan: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    X, y = make_regression(800, 6, n_informative=4, n_targets=targets, noise=1.0, random_state=0)
+    return (with_holes(X, np.random.default_rng(1)) if nan else X), y
+
+
+def _categorical_frame() -> tuple[pd.DataFrame, np.ndarray]:
+    """Two numeric columns with NaN and a 12-category column (pandas categories)."""
+    X, y = _classes(2, nan=True)
+    frame = pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "c": pd.Categorical(np.random.default_rng(2).integers(0, 12, len(y)))})
+    y = np.where(frame["c"].cat.codes.to_numpy() % 3 == 0, 1 - y, y)
+    return frame, y
+
+
+def _lightgbm_categorical() -> lgb.LGBMClassifier:
+    X, y = _classes(2, nan=True, zeros=True)
+    X[:, 5] = np.random.default_rng(3).integers(0, 40, len(y))
+    y = np.where(X[:, 5] % 4 == 0, 1 - y, y)
+    return lgb.LGBMClassifier(n_estimators=15, num_leaves=15, min_data_per_group=5, cat_smooth=1, zero_as_missing=True,
+                              verbose=-1).fit(X, y, categorical_feature=[5])
+
+
+MODELS = {
+    "DecisionTreeRegressor, 2 outputs": lambda: DecisionTreeRegressor(max_depth=6, random_state=0).fit(*_regression(2)),
+    "RandomForestClassifier": lambda: RandomForestClassifier(n_estimators=15, max_depth=6, random_state=0).fit(*_classes(3)),
+    "ExtraTreesRegressor, NaN": lambda: ExtraTreesRegressor(n_estimators=10, max_depth=6, random_state=0).fit(*_regression(nan=True)),
+    "GradientBoostingClassifier, 3 classes": lambda: GradientBoostingClassifier(n_estimators=10, max_depth=3, random_state=0).fit(*_classes(3)),
+    "HistGradientBoostingClassifier, categories and NaN": lambda: HistGradientBoostingClassifier(
+        max_iter=15, categorical_features="from_dtype", random_state=0).fit(*_categorical_frame()),
+    "IsolationForest": lambda: IsolationForest(n_estimators=15, random_state=0).fit(_classes(2)[0]),
+    "XGBClassifier, 3 classes, NaN": lambda: xgb.XGBClassifier(n_estimators=10, max_depth=4).fit(*_classes(3, nan=True)),
+    "XGBRegressor, missing=0": lambda: xgb.XGBRegressor(n_estimators=10, max_depth=4, missing=0.0).fit(*_regression(nan=True)),
+    "XGBClassifier, categories": lambda: xgb.XGBClassifier(n_estimators=10, max_depth=4, enable_categorical=True,
+                                                            tree_method="hist").fit(*_categorical_frame()),
+    "XGBRegressor, 2 outputs": lambda: xgb.XGBRegressor(n_estimators=8, max_depth=3).fit(*_regression(2)),
+    "XGBRegressor, dart": lambda: xgb.XGBRegressor(n_estimators=8, max_depth=3, booster="dart", rate_drop=0.3).fit(*_regression()),
+    "XGBRFClassifier": lambda: xgb.XGBRFClassifier(n_estimators=8, max_depth=4).fit(*_classes(2, nan=True)),
+    "LGBMClassifier, bitsets and zero-as-missing": _lightgbm_categorical,
+    "LGBMRegressor, rf": lambda: lgb.LGBMRegressor(boosting_type="rf", n_estimators=10, num_leaves=15, bagging_freq=1,
+                                                    bagging_fraction=0.7, verbose=-1).fit(*_regression(nan=True)),
+    "LGBMRegressor, linear_tree": lambda: lgb.LGBMRegressor(n_estimators=8, num_leaves=7, linear_tree=True, verbose=-1).fit(*_regression(nan=True)),
+    "LGBMClassifier, 3 classes": lambda: lgb.LGBMClassifier(n_estimators=8, num_leaves=15, verbose=-1).fit(*_classes(3, nan=True)),
+}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_verifies_against_the_library(name):
+    model = MODELS[name]()
+    onx = tree2mat.convert(model, form="treeensemble")
+    assert_standard_graph(onx)
+    assert [n.op_type for n in onx.graph.node if n.domain == ML_DOMAIN] == ["TreeEnsembleRegressor"]
+    report = tree2mat.verify(model, onx, rows=300)
+    assert report.passed, report.summary()
+    assert {o.name for o in report.outputs} >= {"routing"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(MODELS))
+def test_verifies_against_the_library_on_every_runtime_it_claims(name):
+    model = MODELS[name]()
+    onx = tree2mat.convert(model, form="treeensemble")
+    assert treeensemble.PROVEN_ON[0] == "onnxruntime"  # (the test above)
+    for runtime in treeensemble.PROVEN_ON[1:]:
+        if not RUNTIMES[runtime].available():
+            pytest.skip(f"{runtime}: no node on the PATH or no npm package (make test installs it when node is present)")
+        report = tree2mat.verify(model, onx, rows=300, runtime=runtime)
+        assert report.passed, (runtime, report.summary())
+        assert {o.name for o in report.outputs} >= {"routing"}
+
+
+@pytest.mark.parametrize("name", ["RandomForestClassifier", "LGBMClassifier, bitsets and zero-as-missing", "XGBRegressor, missing=0"])
+def test_float64_input_verifies(name):
+    model = MODELS[name]()
+    onx = tree2mat.convert(model, form="treeensemble", dtype="float64")
+    node = next(n for n in onx.graph.node if n.domain == ML_DOMAIN)
+    attrs = {a.name for a in node.attribute}
+    source64 = np.dtype(tree2mat.load(model).source_dtype) == np.float64
+    assert ("nodes_values_as_tensor" in attrs) == source64  # (sklearn compares in float32 whatever the input)
+    report = tree2mat.verify(model, onx, rows=300)
+    assert report.passed, report.summary()
+
+
+def test_leaves_are_the_library_s_leaves():
+    """``--leaves`` gives each tree's leaf as LightGBM's own ``pred_leaf`` numbers it, rows with
+    NaN, zeros and unseen categories included."""
+    model = MODELS["LGBMClassifier, bitsets and zero-as-missing"]()
+    X, _ = _classes(2, nan=True, zeros=True)
+    X[:, 5] = np.random.default_rng(4).integers(-2, 45, len(X))  # (unseen and negative categories)
+    X = X.astype(np.float32)
+    got = run_onnx(tree2mat.convert(model, form="treeensemble", leaves=True), X)["leaves"]
+    ens = tree2mat.load(model)
+    source = np.stack([t.leaf_source_id[got[:, k]] for k, t in enumerate(ens.trees)], axis=1)
+    np.testing.assert_array_equal(source, model.predict(X, pred_leaf=True))
+
+
+def test_one_threshold_moved_fails_verify():
+    """verify sees a node of the TreeEnsemble moved by one float32 step (it checks the node's
+    routing, not only the outputs)."""
+    model = MODELS["RandomForestClassifier"]()
+    onx = tree2mat.convert(model, form="treeensemble")
+    node = next(n for n in onx.graph.node if n.domain == ML_DOMAIN)
+    values = next(a for a in node.attribute if a.name == "nodes_values")
+    modes = [m.decode() for m in next(a for a in node.attribute if a.name == "nodes_modes").strings]
+    i = modes.index("BRANCH_LEQ")
+    values.floats[i] = float(np.nextafter(np.float32(values.floats[i]), np.float32(-np.inf)))
+    onnx.checker.check_model(onx)
+    report = tree2mat.verify(model, onx, rows=300)
+    assert not report.passed
+    assert any(o.name == "routing" and o.mismatches for o in report.outputs), report.summary()
