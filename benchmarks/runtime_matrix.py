@@ -6,6 +6,7 @@ rows: tree2mat.verify's synthesized rows).
 
     python benchmarks/runtime_matrix.py --out benchmarks/runtime_matrix.json --readme docs/runtimes.md
     python benchmarks/runtime_matrix.py --runtimes openvino,tract     # a part, printed
+    python benchmarks/runtime_matrix.py --forms treeensemble --merge benchmarks/runtime_matrix.json --out benchmarks/runtime_matrix.json --readme docs/runtimes.md
 
 tree2mat's graphs go through ``tree2mat.verify`` (labels identical, values within tolerance,
 the leaf of every tree equal to the reference evaluator's). A peer graph is run as it is and its
@@ -104,7 +105,8 @@ def run_peer(model, ens, runtime: str, X: np.ndarray) -> dict:
     return {"passed": not wrong, "rows": int(X.shape[0]), "failed": wrong}
 
 
-def matrix(runtimes: list[str], rows: int) -> dict:
+def matrix(runtimes: list[str], rows: int, forms: tuple[str, ...] = FORMS, peer: bool = True) -> dict:
+    """Every graph of ``forms`` (and, with ``peer``, the peer's) of every model on every runtime."""
     from test_runtimes import MODELS, fitted
 
     results: list[dict] = []
@@ -112,13 +114,15 @@ def matrix(runtimes: list[str], rows: int) -> dict:
         model = fitted(name)
         ens = tree2mat.load(model)
         X, _ = synthesize(ens, rows)
-        graphs = {form: tree2mat.convert(model, form) for form in FORMS}
+        graphs = {form: tree2mat.convert(model, form) for form in forms}
         default = {p.key: p.value for p in tree2mat.convert(model).metadata_props}["tree2mat.form"]
         for runtime in runtimes:
             for form, onx in graphs.items():
                 res = run_tree2mat(model, onx, runtime, rows)
                 results.append({"model": name, "runtime": runtime, "graph": form, "default": form == default, **res})
                 print(json.dumps(results[-1]), flush=True)
+            if not peer:
+                continue
             res = run_peer(model, ens, runtime, X)
             results.append({"model": name, "runtime": runtime, "graph": f"peer ({peers.peer_for(model)})", **res})
             print(json.dumps(results[-1]), flush=True)
@@ -140,10 +144,22 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def merged(earlier: dict, new: dict) -> dict:
+    """``earlier`` with ``new``'s results in place of its results for the same model, runtime
+    and graph: a run of some forms added to a whole run of the same day and runtime versions
+    (else refused: rerun the whole matrix)."""
+    if earlier["date"] != new["date"] or any(earlier["versions"].get(r) != v for r, v in new["versions"].items()):
+        raise SystemExit("--merge: the earlier run is of another day or other runtime versions; rerun the whole matrix")
+    key = lambda r: (r["model"], r["runtime"], r["graph"])  # noqa: E731
+    replaced = {key(r) for r in new["results"]}
+    return {**earlier, "results": [r for r in earlier["results"] if key(r) not in replaced] + new["results"]}
+
+
 def table(doc: dict) -> str:
-    """The runtime x graph table of docs/runtimes.md from a matrix run."""
+    """The runtime x graph table of docs/runtimes.md from a matrix run: a form's cell on a runtime
+    its spec does not claim, where every graph was refused, says "not supported"."""
     runtimes = list(doc["versions"])
-    graphs = [*FORMS, "peer"]
+    graphs = [*(f for f in FORMS if any(r["graph"] == f for r in doc["results"])), "peer"]
     n_models = len(doc["models"])
     lines = [
         f"Measured {doc['date']} ({doc['machine']}; tree2mat {doc['tree2mat']}, peers: skl2onnx {doc['peers']['skl2onnx']}, "
@@ -161,7 +177,10 @@ def table(doc: dict) -> str:
             good = sum(r["passed"] for r in rows)
             cell = f"{good}/{len(rows)}"
             bad = [r for r in rows if not r["passed"]]
-            if bad:
+            unclaimed = g != "peer" and runtime not in tree2mat.FORMS[g].proven_on
+            if unclaimed and rows and all(r.get("error") for r in rows):
+                cell = f"not supported ({short(rows[0]['error'])})"
+            elif bad:
                 notes = []
                 for r in bad:
                     what = short(r["error"]) if r.get("error") else ", ".join(f"{k}: {v}" + (" rows" if isinstance(v, int) else "") for k, v in r["failed"].items())
@@ -185,12 +204,17 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the JSON here")
     parser.add_argument("--readme", type=Path, help="rewrite the runtime table between its markers in this file (docs/runtimes.md)")
     parser.add_argument("--from", dest="source", type=Path, help="render an earlier run's JSON instead of running")
+    parser.add_argument("--forms", help="comma-separated exact forms to run (default: every one, and the peers' graphs)")
+    parser.add_argument("--merge", type=Path, help="add this run's results to an earlier run's JSON of the same day (with --forms)")
     args = parser.parse_args()
     if args.source:
         doc = json.loads(args.source.read_text())
     else:
         names = args.runtimes.split(",") if args.runtimes else [r for r, spec in RUNTIMES.items() if spec.available()]
-        doc = matrix(names, args.rows)
+        forms = tuple(args.forms.split(",")) if args.forms else FORMS
+        doc = matrix(names, args.rows, forms, peer=not args.forms)
+        if args.merge:
+            doc = merged(json.loads(args.merge.read_text()), doc)
         if args.out:
             args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(table(doc))

@@ -387,6 +387,8 @@ def test_the_docs_runtime_table_is_the_last_matrix_run():
     page = (root / "docs" / "runtimes.md").read_text(encoding="utf-8")
     assert render(page, doc) == page, "run: python benchmarks/runtime_matrix.py --from benchmarks/runtime_matrix.json --readme docs/runtimes.md"
     assert set(doc["versions"]) == set(RUNTIMES) and set(doc["models"]) == set(MODELS) and set(FORMS) == set(EXACT)
+    ran = {(r["graph"], r["runtime"], r["model"]) for r in doc["results"]}
+    assert {(f, r, m) for f in EXACT for r in RUNTIMES for m in MODELS} <= ran, "a form, runtime or model the last run left out"
 
 
 # ----------------------------------------------------------------------------- attention forests
