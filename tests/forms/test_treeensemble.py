@@ -9,6 +9,7 @@ and +-inf, and checks each tree's leaf against the reference evaluator. CatBoost
 
 from __future__ import annotations
 
+import joblib
 import lightgbm as lgb
 import numpy as np
 import onnx
@@ -20,6 +21,7 @@ from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingClassifier, Hi
 from sklearn.tree import DecisionTreeRegressor
 
 import tree2mat
+from tree2mat.cli import main
 from tree2mat.forms import treeensemble
 from tree2mat.forms._graph import ML_DOMAIN
 from tree2mat.runtimes import RUNTIMES
@@ -140,3 +142,18 @@ def test_one_threshold_moved_fails_verify():
     report = tree2mat.verify(model, onx, rows=300)
     assert not report.passed
     assert any(o.name == "routing" and o.mismatches for o in report.outputs), report.summary()
+
+
+def test_a_runtime_without_the_operator_is_named_with_the_way_out(tmp_path, capsys):
+    """``verify --runtime tract`` of a treeensemble graph: tract refuses the operator, and the one
+    line says where the form runs and what to convert for tract (exit 1, as any graph a runtime
+    cannot run)."""
+    model = MODELS["RandomForestClassifier"]()
+    path = tmp_path / "rf.joblib"
+    joblib.dump(model, path)
+    assert main(["convert", str(path), "-o", str(tmp_path / "rf.onnx"), "--form", "treeensemble"]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(path), str(tmp_path / "rf.onnx"), "--runtime", "tract", "--rows", "50"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "TreeEnsembleRegressor" in err, err
+    assert "a treeensemble graph is exact on onnxruntime, reference, onnxruntime-node, onnxruntime-web; for tract" in err, err

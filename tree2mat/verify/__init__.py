@@ -135,7 +135,7 @@ def verify(
     atol_v = _default_atol(subject, meta.get("tree2mat.arithmetic", "float64")) if atol is None else atol
     forest = attention.as_forest(subject.model)
     checks = _Checks(
-        subject, [(GraphRunner(m, dev, runtime, timeout), dev, walk, per_run) for dev in devices for walk, m, per_run in graphs],
+        subject, [(_runner(m, dev, runtime, timeout, meta), dev, walk, per_run) for dev in devices for walk, m, per_run in graphs],
         _raw(onx, meta, subject), leaf_ids, meta.get("tree2mat.leaf_tensor", ""), atol_v, rtol, max_report,
         forest.nearest if forest is not None and atol is None else None,
         attention_graph.value_span(forest) if forest is not None else np.inf,
@@ -159,6 +159,22 @@ def verify(
         notes.append(_oblique_note(subject, checks.near[0]))
     return Report(subject.name, onnx_name, done, kinds or {"data": done}, devices, atol_v, rtol, list(reports.values()), notes,
                   f"{runtime} {version}")
+
+
+def _runner(onx: onnx.ModelProto, device: str, runtime: str, timeout: float | None, meta: dict[str, str]) -> GraphRunner:
+    """The graph loaded on ``runtime``; where the runtime refuses a graph whose form does not
+    claim that runtime (``FormSpec.proven_on``: the ``treeensemble`` form on OpenVINO), the
+    runtime's error says so, and what runs there."""
+    try:
+        return GraphRunner(onx, device, runtime, timeout)
+    except VerificationError as exc:
+        spec = FORMS.get(meta.get("tree2mat.form", ""))
+        if spec is None or not spec.exact or runtime in spec.proven_on:
+            raise
+        raise VerificationError(
+            f"{exc} (a {spec.name} graph is exact on {', '.join(spec.proven_on)}; for {runtime}, convert with another "
+            "--form: the default graph runs on every runtime)"
+        ) from exc
 
 
 def _load_graph(onnx_model_or_path: Any, n_features: int, runtime: str) -> tuple[onnx.ModelProto, str, np.dtype]:
