@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 
 import tree2mat
-from tree2mat.forms._graph import ML_DOMAIN, ML_OPERATORS, ML_OPSET, all_nodes
+from tree2mat.forms._graph import ML_DOMAIN, ML_OPSETS, all_nodes
 from tree2mat.verify import DEFAULT_RTOL, compare, default_atol
 from tree2mat.verify.runners import foreign_operators
 
@@ -51,16 +51,16 @@ def run_onnx(model: onnx.ModelProto, X: np.ndarray) -> dict[str, np.ndarray]:
 
 def assert_standard_graph(model: onnx.ModelProto) -> None:
     """Every emitted graph: full checker, standard domain only but for the ``treeensemble``
-    form's one ai.onnx.ml node (of version ML_OPSET), no unused initializer (onnxruntime warns
-    about each)."""
+    form's one ai.onnx.ml node (importing its version, ML_OPSETS), no unused initializer
+    (onnxruntime warns about each)."""
     onnx.checker.check_model(model, full_check=True)
     used = {i for n in all_nodes(model.graph) for i in n.input}
     unused = [t.name for t in model.graph.initializer if t.name not in used]
     assert not unused, f"unused initializers: {unused}"
     ml = [n for n in all_nodes(model.graph) if n.domain == ML_DOMAIN]
     assert {n.domain for n in all_nodes(model.graph)} <= {"", "ai.onnx", ML_DOMAIN}
-    assert len(ml) <= 1 and all(n.op_type in ML_OPERATORS for n in ml), [n.op_type for n in ml]
-    assert {(o.domain, o.version) for o in model.opset_import if o.domain not in ("", "ai.onnx")} == ({(ML_DOMAIN, ML_OPSET)} if ml else set())
+    assert len(ml) <= 1 and all(n.op_type in ML_OPSETS for n in ml), [n.op_type for n in ml]
+    assert {(o.domain, o.version) for o in model.opset_import if o.domain not in ("", "ai.onnx")} == {(ML_DOMAIN, ML_OPSETS[n.op_type]) for n in ml}
     assert not foreign_operators(model), f"operators verify would refuse: {foreign_operators(model)}"
 
 

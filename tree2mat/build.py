@@ -89,10 +89,13 @@ class ConvertOptions:
         return cls(spec, dtype, opset, raw, leaves, temperature, matmul, budget, hint)
 
 
-def build_graph(ens: Ensemble, options: ConvertOptions, progress: Progress = quiet, head: Head | None = None) -> onnx.ModelProto:
+def build_graph(
+    ens: Ensemble, options: ConvertOptions, progress: Progress = quiet, head: Head | None = None, ml_opset: int = GraphOptions.ml_opset,
+) -> onnx.ModelProto:
     """The checked ONNX graph of ``ens`` under ``options`` (auto resolved here, an explicit form
     refused when over the memory budget), with tree2mat's metadata (``tree2mat.*``). ``head``:
-    an exact form's head in place of the model's (see :attr:`GraphOptions.head`)."""
+    an exact form's head in place of the model's (see :attr:`GraphOptions.head`); ``ml_opset``:
+    the newest ai.onnx.ml version the graph may import."""
     reason = None
     if options.form is None:
         choice = auto.choose(ens, options.max_memory, options.batch_hint)
@@ -103,6 +106,7 @@ def build_graph(ens: Ensemble, options: ConvertOptions, progress: Progress = qui
     opts = GraphOptions(
         dtype=DTYPES[options.dtype or "float32"], opset=DEFAULT_OPSET if options.opset is None else options.opset,
         raw=options.raw, leaves=options.leaves, temperature=options.temperature, matmul=options.matmul, head=head,
+        ml_opset=ml_opset,
     )
     progress(f"building the {spec.name} graph of {ens.n_trees} trees")
     model = spec.build(ens, opts)

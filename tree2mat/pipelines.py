@@ -171,7 +171,7 @@ def tree_step_graph(model: Any, options: ConvertOptions) -> onnx.ModelProto:
             f"{type(model).__name__} has {len(ens.classes)} outputs; in a skl2onnx pipeline tree2mat "
             "converts single-output classifiers (convert the estimator alone for multi-output)"
         )
-    return build_graph(ens, options)
+    return build_graph(ens, options, ml_opset=3)  # (skl2onnx 1.20 writes no ai.onnx.ml past 3)
 
 
 def _shape_calculator(steps: _Steps, operator: Any) -> None:
@@ -236,7 +236,7 @@ def _converter(scope: Any, operator: Any, container: Any) -> None:
 
     for node in graph.graph.node:
         container.nodes.append(renamed(node))
-    for key in ("tree2mat.leaf_tensor", "tree2mat.walk_rows_tensor", "tree2mat.walk_few_tensor"):
+    for key in ("tree2mat.leaf_tensor", "tree2mat.leaf_twin", "tree2mat.walk_rows_tensor", "tree2mat.walk_few_tensor"):
         # where the step's tensors are in the whole graph (verify checks routing there, and
         # runs every one of traverse's walks)
         if operator.tree2mat_meta.get(key) in names:
@@ -377,7 +377,8 @@ def convert_pipeline(pipeline: Any, options: ConvertOptions, progress: Progress 
         "tree2mat.exact": str(int(all(FORMS[f].exact for f in forms))),
         **{key: value for step in steps for key, value in step.items() if key in ("tree2mat.auto", "tree2mat.matmul", "tree2mat.temperature")},
         # verify checks the routing of the last step (it has scikit-learn's rows for it)
-        **({key: steps[-1][key] for key in ("tree2mat.leaf_tensor", "tree2mat.exit_layout") if key in steps[-1]} if len(steps) == 1 else {}),
+        **({key: steps[-1][key] for key in ("tree2mat.leaf_tensor", "tree2mat.leaf_twin", "tree2mat.exit_layout") if key in steps[-1]}
+           if len(steps) == 1 else {}),
         # verify runs the steps' small batches' walks (traverse) on every row too
         **{key: ",".join(step[key] for step in steps if f"{walk}_tensor" in step)
            for walk in ("tree2mat.walk_rows", "tree2mat.walk_few") for key in (f"{walk}_tensor", walk, f"{walk}_max")

@@ -23,7 +23,7 @@ from sklearn.tree import DecisionTreeRegressor
 import tree2mat
 from tree2mat.cli import main
 from tree2mat.forms import treeensemble
-from tree2mat.forms._graph import ML_DOMAIN
+from tree2mat.forms._graph import ML_DOMAIN, GraphOptions
 from tree2mat.runtimes import RUNTIMES
 
 from conftest import assert_standard_graph, run_onnx, with_holes
@@ -83,10 +83,34 @@ def test_verifies_against_the_library(name):
     model = MODELS[name]()
     onx = tree2mat.convert(model, form="treeensemble")
     assert_standard_graph(onx)
-    assert [n.op_type for n in onx.graph.node if n.domain == ML_DOMAIN] == ["TreeEnsembleRegressor"]
+    summed = treeensemble.sums_in_the_node(tree2mat.load(model), GraphOptions())
+    assert [n.op_type for n in onx.graph.node if n.domain == ML_DOMAIN] == ["TreeEnsemble" if summed else "TreeEnsembleRegressor"]
     report = tree2mat.verify(model, onx, rows=300)
     assert report.passed, report.summary()
     assert {o.name for o in report.outputs} >= {"routing"}
+
+
+def test_which_graphs_sum_in_the_node():
+    """The node sums the values (ml opset 5, double sums) for the libraries that sum in float64,
+    one value per leaf; XGBoost's float32 sums, several values per leaf (a forest's class
+    fractions), linear leaves, ``--leaves`` and opsets before 21 keep the leaf numbers."""
+    summed = {name for name in MODELS if treeensemble.sums_in_the_node(tree2mat.load(MODELS[name]()), GraphOptions())}
+    assert summed == {
+        "ExtraTreesRegressor, NaN", "GradientBoostingClassifier, 3 classes", "HistGradientBoostingClassifier, categories and NaN",
+        "IsolationForest", "LGBMClassifier, bitsets and zero-as-missing", "LGBMRegressor, rf", "LGBMClassifier, 3 classes",
+    }
+    ens = tree2mat.load(MODELS["LGBMClassifier, 3 classes"]())
+    assert not treeensemble.sums_in_the_node(ens, GraphOptions(opset=20))
+    assert not treeensemble.sums_in_the_node(ens, GraphOptions(leaves=True))
+
+
+@pytest.mark.parametrize("opset", [20, 26])
+def test_both_nodes_verify_at_their_opsets(opset):
+    model = MODELS["LGBMClassifier, 3 classes"]()
+    onx = tree2mat.convert(model, form="treeensemble", opset=opset)
+    assert_standard_graph(onx)
+    report = tree2mat.verify(model, onx, rows=300)
+    assert report.passed and report.outputs[-1].name == "routing", report.summary()
 
 
 @pytest.mark.slow
@@ -110,7 +134,8 @@ def test_float64_input_verifies(name):
     node = next(n for n in onx.graph.node if n.domain == ML_DOMAIN)
     attrs = {a.name for a in node.attribute}
     source64 = np.dtype(tree2mat.load(model).source_dtype) == np.float64
-    assert ("nodes_values_as_tensor" in attrs) == source64  # (sklearn compares in float32 whatever the input)
+    if node.op_type == "TreeEnsembleRegressor":  # (the node that sums takes doubles whatever the input)
+        assert ("nodes_values_as_tensor" in attrs) == source64  # (sklearn compares in float32 whatever the input)
     report = tree2mat.verify(model, onx, rows=300)
     assert report.passed, report.summary()
 
@@ -128,16 +153,24 @@ def test_leaves_are_the_library_s_leaves():
     np.testing.assert_array_equal(source, model.predict(X, pred_leaf=True))
 
 
-def test_one_threshold_moved_fails_verify():
-    """verify sees a node of the TreeEnsemble moved by one float32 step (it checks the node's
-    routing, not only the outputs)."""
-    model = MODELS["RandomForestClassifier"]()
+@pytest.mark.parametrize("name", ["RandomForestClassifier", "LGBMClassifier, 3 classes"])
+def test_one_threshold_moved_fails_verify(name):
+    """verify sees a node of the TreeEnsemble moved by one float32 step: it checks the node's
+    routing tree by tree, from the leaf numbers the node writes (a forest's) or, where the node
+    sums the values (LightGBM's), from a copy of it whose leaves write their numbers."""
+    model = MODELS[name]()
     onx = tree2mat.convert(model, form="treeensemble")
     node = next(n for n in onx.graph.node if n.domain == ML_DOMAIN)
-    values = next(a for a in node.attribute if a.name == "nodes_values")
-    modes = [m.decode() for m in next(a for a in node.attribute if a.name == "nodes_modes").strings]
-    i = modes.index("BRANCH_LEQ")
-    values.floats[i] = float(np.nextafter(np.float32(values.floats[i]), np.float32(-np.inf)))
+    if node.op_type == "TreeEnsemble":
+        splits = next(a for a in node.attribute if a.name == "nodes_splits")
+        values = onnx.numpy_helper.to_array(splits.t).copy()
+        i = int(np.flatnonzero(np.isfinite(values) & (values != 0))[0])
+        values[i] = np.nextafter(np.float32(values[i]), np.float32(-np.inf))
+        splits.t.CopyFrom(onnx.numpy_helper.from_array(values, splits.t.name))
+    else:
+        values = next(a for a in node.attribute if a.name == "nodes_values")
+        i = [m.decode() for m in next(a for a in node.attribute if a.name == "nodes_modes").strings].index("BRANCH_LEQ")
+        values.floats[i] = float(np.nextafter(np.float32(values.floats[i]), np.float32(-np.inf)))
     onnx.checker.check_model(onx)
     report = tree2mat.verify(model, onx, rows=300)
     assert not report.passed

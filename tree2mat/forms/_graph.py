@@ -37,12 +37,16 @@ OPERATORS = frozenset({
     "Pow", "ReduceMax", "ReduceSum", "Reshape", "Shape", "Sigmoid", "Sign", "Slice", "Softmax", "Split", "Squeeze", "Sub",
     "Tanh", "Tile", "Transpose", "Unsqueeze", "Where", "Xor",
 })
-#: The ``ai.onnx.ml`` domain, the version of it tree2mat's graphs import, and the operators of it
-#: they use (its work bounded by its nodes and the rows, as the standard ones above): the
-#: ``treeensemble`` form's. Version 3: ``TreeEnsembleRegressor`` with double thresholds
-#: (``nodes_values_as_tensor``), which onnxruntime has run since 1.5; version 5 drops it.
-ML_DOMAIN, ML_OPSET = "ai.onnx.ml", 3
-ML_OPERATORS = frozenset({"TreeEnsembleRegressor"})
+#: The ``ai.onnx.ml`` domain, and the operators of it tree2mat's graphs use (their work bounded
+#: by their nodes and the rows, as the standard ones above), each with the version of the domain
+#: a graph of it imports: the ``treeensemble`` form's. Version 3's ``TreeEnsembleRegressor``
+#: (float outputs; onnxruntime has run it since 1.5), which version 5 drops for ``TreeEnsemble``
+#: (outputs of the input's type: double sums).
+ML_DOMAIN = "ai.onnx.ml"
+ML_OPSETS = {"TreeEnsembleRegressor": 3, "TreeEnsemble": 5}
+ML_OPERATORS = frozenset(ML_OPSETS)
+#: The oldest standard opset a graph importing ai.onnx.ml 5 may have (onnx 1.16 brought both).
+ML5_MIN_OPSET = 21
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,9 @@ class GraphOptions:
     #: exit (a ``tree2mat.forms._layout.Exit``: its index and layout) to the value infos of the
     #: outputs it wrote (in every branch of a form that walks two ways); e.g. tree2mat.attention's.
     head: Callable[[GraphBuilder, Any], list[onnx.ValueInfoProto]] | None = None
+    #: The newest ai.onnx.ml version the graph may import (a skl2onnx pipeline's graph: 3, the
+    #: newest skl2onnx 1.20 writes).
+    ml_opset: int = 5
 
 
 ONNX_TYPE = {
@@ -224,8 +231,10 @@ class GraphBuilder:
     ) -> onnx.ModelProto:
         graph = helper.make_graph(self.nodes, "tree2mat", list(inputs), list(outputs), self.initializers)
         opsets = [helper.make_opsetid("", self.opset)]
-        if any(n.domain == ML_DOMAIN for n in all_nodes(graph)):
-            opsets.append(helper.make_opsetid(ML_DOMAIN, ML_OPSET))
+        ml = {ML_OPSETS[n.op_type] for n in all_nodes(graph) if n.domain == ML_DOMAIN}
+        if len(ml) > 1:
+            raise ValueError(f"a graph imports one version of {ML_DOMAIN}; these nodes need {sorted(ml)}")
+        opsets += [helper.make_opsetid(ML_DOMAIN, version) for version in ml]
         model = helper.make_model(
             graph,
             opset_imports=opsets,

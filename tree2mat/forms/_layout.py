@@ -812,7 +812,7 @@ def leaf_margin(g: GraphBuilder, ens: Ensemble, st: Stacked, exit: Exit, x: Comp
         gidx = g.op("Add", [exit.leaf_ids(g), g.const(offsets, "leaf_offset")], "leaf_global")
         vals = g.op("Gather", [g.const(st.values, "leaf_values"), gidx], "tree_values", axis=0)
         total = _reduce_trees(g, _linear_values(g, ens, st, gidx, vals, x), False, "margin_sum")
-        return _finish_sum(g, ens, st, total, st.values.dtype, internal)
+        return finish_sum(g, ens, st, total, st.values.dtype, internal)
     return _summed(g, ens, st, internal, lambda table, ordered, hint: _tree_values(g, ens, st, exit, table, ordered, hint), False)
 
 
@@ -842,7 +842,7 @@ def _summed(
     if internal == np.float64 or acc == np.float32:
         dtype = internal if approximate else acc
         total = _reduce_trees(g, *tree_values(st.values.astype(dtype), True, "leaf_values"), "margin_sum")
-        return _finish_sum(g, ens, st, total if not flat else g.unsqueeze(total, [1], "margin_sum_2d"), dtype, internal)
+        return finish_sum(g, ens, st, total if not flat else g.unsqueeze(total, [1], "margin_sum_2d"), dtype, internal)
     p = digit_plan(ens, st)
     base = _digits.split(st.base_rest, p)
     sums = []
@@ -864,7 +864,7 @@ def _summed(
     return Margin(value, np.dtype(np.float32), sums, p, residual, flat=flat)
 
 
-def _finish_sum(g: GraphBuilder, ens: Ensemble, st: Stacked, total: str, acc: np.dtype, internal: np.dtype) -> Margin:
+def finish_sum(g: GraphBuilder, ens: Ensemble, st: Stacked, total: str, acc: np.dtype, internal: np.dtype) -> Margin:
     """A plain sum over the trees [N, K] (``acc``) averaged (MEAN), plus the base score not
     folded into the values, as ``internal``."""
     if ens.aggregation is Aggregation.MEAN:

@@ -62,6 +62,10 @@ class FormSpec:
     #: Exact forms: the runtimes whose runs of its graphs the runtime matrix checks against the
     #: libraries (names of tree2mat.runtimes.RUNTIMES).
     proven_on: tuple[str, ...] = ()
+    #: Exact forms whose graph may hold no exit index (``tree2mat.leaf_tensor``): ``leaf_twin(model)``
+    #: adds to ``model`` the exit leaves [T, N] (int64, trees in order) from what the graph itself
+    #: computes, and returns their name (``verify`` proves the routing by them).
+    leaf_twin: Callable[[onnx.ModelProto], str] | None = None
     #: onnxruntime's devices that run every operator of its graphs that touches rows (``cuda``:
     #: the CUDA provider has a kernel for each; ``bench --device cuda`` times only such graphs).
     devices: tuple[str, ...] = ("cpu", "cuda")

@@ -1,12 +1,11 @@
-"""The ``treeensemble`` form: exact, one ``ai.onnx.ml`` ``TreeEnsembleRegressor`` node finds
-every tree's exit leaf.
+"""The ``treeensemble`` form: exact, one ``ai.onnx.ml`` node walks every tree.
 
 The runtimes that have the operator (onnxruntime on every platform, the reference evaluator)
 walk the trees in one fused kernel, where the other forms spend several operators a level. The
-node is built from tree2mat's own thresholds (``x <= t'``, :func:`_layout.stack`, exact for the
-library's ``<`` or ``<=`` at the dtype it compares in, the node's input type), and
-its NaN rule from the library's default directions (``nodes_missing_value_tracks_true``); what
-the operator cannot say is said in its input columns first:
+nodes are tree2mat's own: thresholds ``x <= t'`` (:func:`_layout.stack`, exact for the library's
+``<`` or ``<=`` at the dtype it compares in), NaN where the library sends it
+(``nodes_missing_value_tracks_true``); what the operator cannot say is said in its input
+columns first (:func:`_columns`):
 
 - the library's own missing value, and LightGBM's zero band, by the input preparation every
   form shares (:func:`_layout.compared_input`), the missing cells then NaN;
@@ -15,10 +14,12 @@ the operator cannot say is said in its input columns first:
   right (:func:`_layout.categorical_left`, the other forms' categories), against 0.5;
 - oblique nodes read the projections the input preparation appends.
 
-The node's leaf weights are not the model's values: each tree writes its exit leaf's number to
-a target of its own ([N, T], exact: leaf numbers are small integers), and the values, sums and
-head are every exact form's (:func:`_exact.build`), so the margins and labels are as exact as
-theirs, and ``verify`` proves the routing tree by tree from that output.
+Then, where the library sums in float64 and each leaf holds one value
+(:func:`sums_in_the_node`), ml opset 5's ``TreeEnsemble`` takes the columns as doubles and sums
+the leaf values itself (:func:`_summed`; ``verify`` proves its routing by :func:`leaf_twin`).
+Elsewhere, ml opset 3's ``TreeEnsembleRegressor`` writes each tree's exit leaf number to a
+target of its own ([N, T], exact: small integers), and the values, sums and head are every
+exact form's (:func:`_exact.build`).
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ import numpy as np
 import onnx
 
 from tree2mat.forms import _exact, _layout
-from tree2mat.forms._graph import ML_DOMAIN, GraphBuilder, GraphOptions, prune
+from tree2mat.forms._graph import ML5_MIN_OPSET, ML_DOMAIN, GraphBuilder, GraphOptions, prune
 from tree2mat.forms._spec import FormSpec
 from tree2mat.ir.core import Ensemble
 
-#: Where the form is proven (the runtime matrix): the runtimes with an ``ai.onnx.ml``
-#: ``TreeEnsembleRegressor`` kernel. OpenVINO, tract and IREE refuse the domain.
+#: Where the form is proven (the runtime matrix): the runtimes with ``ai.onnx.ml`` tree ensemble
+#: kernels. OpenVINO, tract and IREE refuse the domain.
 PROVEN_ON = ("onnxruntime", "reference", "onnxruntime-node", "onnxruntime-web")
 
 
@@ -58,26 +59,18 @@ def _columns(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Com
     return (blocks[0] if len(blocks) == 1 else g.op("Concat", blocks, "te_input", axis=1)), offset
 
 
-def node_attributes(ens: Ensemble, st: _layout.Stacked, offset: dict[str, int]) -> dict[str, Any]:
-    """The ``TreeEnsembleRegressor``'s attributes: tree t's internal nodes numbered as the IR's,
-    its leaf j as node ``I_t + j``, writing j to target t."""
-    ids, tree_ids, features, modes, values, true_ids, false_ids, tracks = [], [], [], [], [], [], [], []
-    target_ids, target_nodes, target_trees, weights = [], [], [], []
+def node_tests(ens: Ensemble, st: _layout.Stacked, offset: dict[str, int]) -> list[tuple[list[int], list[float], list[int]]]:
+    """Per tree, each internal node's input column, threshold (``x <= t'``: the true branch, left)
+    and whether NaN takes the true branch (a categorical node reads its own column against 0.5,
+    never NaN)."""
     zero = np.zeros((st.n_trees, st.n_internal), bool) if st.zero_missing is None else st.zero_missing.reshape(st.n_trees, st.n_internal)
     cat_node = dict(zip(st.cat_position.tolist(), range(st.cat_position.size)))
+    out = []
     for t, tree in enumerate(ens.trees):
-        n = tree.n_internal
-
-        def node_id(child: int) -> int:
-            return int(child) if child >= 0 else n + (-1 - int(child))  # noqa: B023 (used at once)
-
-        for i in range(n):
+        features, values, tracks = [], [], []
+        for i in range(tree.n_internal):
             m = cat_node.get(t * st.n_internal + i)
-            ids.append(i)
-            modes.append("BRANCH_LEQ")
-            true_ids.append(node_id(tree.left[i]))  # (x <= t' goes left)
-            false_ids.append(node_id(tree.right[i]))
-            if m is not None:  # its own column: 0 left, 1 right, never NaN
+            if m is not None:
                 features.append(offset["cat"] + m)
                 values.append(0.5)
                 tracks.append(0)
@@ -85,19 +78,29 @@ def node_attributes(ens: Ensemble, st: _layout.Stacked, offset: dict[str, int]) 
                 features.append(offset["w" if zero[t, i] else "x"] + int(st.feature[t, i]))
                 values.append(float(st.threshold[t, i]))
                 tracks.append(int(st.nan_left[t, i]))
-        for j in range(tree.n_leaves):
-            ids.append(n + j)
-            modes.append("LEAF")
-            features.append(0)
-            values.append(0.0)
-            true_ids.append(0)
-            false_ids.append(0)
-            tracks.append(0)
-            target_ids.append(t)
-            target_nodes.append(n + j)
-            target_trees.append(t)
-            weights.append(float(j))
+        out.append((features, values, tracks))
+    return out
+
+
+def node_attributes(ens: Ensemble, st: _layout.Stacked, offset: dict[str, int]) -> dict[str, Any]:
+    """The ``TreeEnsembleRegressor``'s attributes: tree t's internal nodes numbered as the IR's,
+    its leaf j as node ``I_t + j``, writing j to target t."""
+    ids, tree_ids, features, modes, values, true_ids, false_ids, tracks = [], [], [], [], [], [], [], []
+    target_ids, target_nodes, target_trees, weights = [], [], [], []
+    for t, (tree, (column, threshold, nan_true)) in enumerate(zip(ens.trees, node_tests(ens, st, offset))):
+        n = tree.n_internal
+        ids += list(range(n + tree.n_leaves))
         tree_ids += [t] * (n + tree.n_leaves)
+        modes += ["BRANCH_LEQ"] * n + ["LEAF"] * tree.n_leaves
+        features += column + [0] * tree.n_leaves
+        values += threshold + [0.0] * tree.n_leaves
+        tracks += nan_true + [0] * tree.n_leaves
+        true_ids += [int(c) if c >= 0 else n + (-1 - int(c)) for c in tree.left] + [0] * tree.n_leaves
+        false_ids += [int(c) if c >= 0 else n + (-1 - int(c)) for c in tree.right] + [0] * tree.n_leaves
+        target_ids += [t] * tree.n_leaves
+        target_nodes += list(range(n, n + tree.n_leaves))
+        target_trees += [t] * tree.n_leaves
+        weights += [float(j) for j in range(tree.n_leaves)]
     out: dict[str, Any] = {
         "n_targets": ens.n_trees, "aggregate_function": "SUM", "post_transform": "NONE",
         "nodes_treeids": tree_ids, "nodes_nodeids": ids, "nodes_featureids": features, "nodes_modes": modes,
@@ -122,6 +125,114 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     return _layout.Exit(index, *exit_layout(ens))
 
 
+def sums_in_the_node(ens: Ensemble, opts: GraphOptions) -> bool:
+    """Whether the node sums the leaf values itself (ml opset 5's ``TreeEnsemble``, doubles in,
+    double sums out): for a library that sums in float64 (not XGBoost's float32 sums, which the
+    node's threads would add in another order), one value per leaf (one output, or one class per
+    tree), no linear leaves, no ``--leaves`` or other head on the leaves, an opset with ml 5."""
+    return (
+        opts.opset >= ML5_MIN_OPSET and opts.ml_opset >= 5 and not opts.leaves and opts.head is None
+        and np.dtype(ens.accumulate_dtype) == np.float64 and not any(t.is_linear for t in ens.trees)
+        and (ens.n_outputs == 1 or _layout.one_class_per_tree(ens))
+    )
+
+
+def ensemble_attributes(ens: Ensemble, st: _layout.Stacked, offset: dict[str, int]) -> dict[str, Any]:
+    """The ``TreeEnsemble``'s attributes: tree t's internal node i at ``base_t + i``, its leaf j
+    at ``leaf_base_t + j`` holding its value (the base score folded into each output's first
+    tree, :func:`_layout.stack`) for its output; a tree of one leaf is a node whose two branches
+    reach it."""
+    features: list[int] = []
+    splits: list[float] = []
+    tracks: list[int] = []
+    true_ids: list[int] = []
+    true_leaf: list[int] = []
+    false_ids: list[int] = []
+    false_leaf: list[int] = []
+    roots: list[int] = []
+    targets: list[int] = []
+    weights: list[float] = []
+    node_base = leaf_base = 0
+    for t, (tree, (column, threshold, nan_true)) in enumerate(zip(ens.trees, node_tests(ens, st, offset))):
+        n, k = tree.n_internal, max(int(ens.output_index[t]), 0)
+        roots.append(node_base)
+        if n == 0:
+            column, threshold, nan_true = [0], [0.0], [0]
+            left = right = np.asarray([-1])
+        else:
+            left, right = tree.left, tree.right
+        features += column
+        splits += threshold
+        tracks += nan_true
+        for child, ids, leafs in ((left, true_ids, true_leaf), (right, false_ids, false_leaf)):
+            ids += [leaf_base + (-1 - int(c)) if c < 0 else node_base + int(c) for c in child]
+            leafs += [int(c < 0) for c in child]
+        targets += [k] * tree.n_leaves
+        weights += st.values[t * st.n_leaves : t * st.n_leaves + tree.n_leaves, k].astype(np.float64).tolist()
+        node_base += len(column)
+        leaf_base += tree.n_leaves
+    return {
+        "n_targets": ens.n_outputs, "aggregate_function": 1, "post_transform": 0, "tree_roots": roots,  # (1: SUM, 0: NONE)
+        "nodes_modes": onnx.numpy_helper.from_array(np.zeros(len(features), np.uint8), "nodes_modes"),  # (0: BRANCH_LEQ)
+        "nodes_featureids": features, "nodes_splits": onnx.numpy_helper.from_array(np.asarray(splits, np.float64), "nodes_splits"),
+        "nodes_truenodeids": true_ids, "nodes_trueleafs": true_leaf, "nodes_falsenodeids": false_ids,
+        "nodes_falseleafs": false_leaf, "nodes_missing_value_tracks_true": tracks,
+        "leaf_targetids": targets, "leaf_weights": onnx.numpy_helper.from_array(np.asarray(weights, np.float64), "leaf_weights"),
+    }
+
+
+def _summed(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
+    """The graph whose node sums the leaf values (:func:`sums_in_the_node`): input columns as
+    doubles (exact), the node's [N, K] sums, averaged and with the base score (MEAN), the head
+    in float64. Its routing is proven by :func:`leaf_twin`."""
+    st = _layout.stack(ens, opts.dtype)
+    g = GraphBuilder(opts.opset)
+    x = _layout.compared_input(g, ens, opts)
+    columns, offset = _columns(g, ens, st, x)
+    if x.dtype != np.float64:
+        columns = g.op("Cast", [columns], "te_input_f64", to=onnx.TensorProto.DOUBLE)
+    f64 = np.dtype(np.float64)
+    total = g.op("TreeEnsemble", [columns], "te_sums", domain=ML_DOMAIN, **ensemble_attributes(ens, st, offset))
+    margin = _layout.finish_sum(g, ens, st, total, f64, f64)
+    return _exact.finish(g, ens, margin, opts, f"tree2mat treeensemble form of {ens.source}", {"tree2mat.leaf_twin": total})
+
+
+def leaf_twin(model: onnx.ModelProto) -> str:
+    """Adds to ``model`` the exit leaves [T, N] (int64) of the graph whose ``TreeEnsemble`` sums
+    the leaf values (metadata ``tree2mat.leaf_twin``: its output), read from a copy of that node
+    whose leaves write their numbers, one target per tree: the same nodes on the same input, so
+    the same routing on the same runtime (``verify``'s proof); returns the tensor's name. Leaf j
+    of a tree is the j-th of the leaves its root reaches, by index (as :func:`ensemble_attributes`
+    numbers them)."""
+    name = {p.key: p.value for p in model.metadata_props}["tree2mat.leaf_twin"]
+    node = next(n for n in model.graph.node if n.domain == ML_DOMAIN and n.output[0] == name)
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    branches = [(attrs["nodes_truenodeids"], attrs["nodes_trueleafs"]), (attrs["nodes_falsenodeids"], attrs["nodes_falseleafs"])]
+    n_leaves = len(attrs["leaf_targetids"])
+    tree_of, number = np.zeros(n_leaves, np.int64), np.zeros(n_leaves, np.float64)
+    for t, root in enumerate(attrs["tree_roots"]):
+        todo, reached = [root], set[int]()
+        while todo:
+            k = todo.pop()
+            for ids, leafs in branches:
+                (reached.add if leafs[k] else todo.append)(ids[k])
+        for j, leaf in enumerate(sorted(reached)):
+            tree_of[leaf], number[leaf] = t, j
+    twin = onnx.NodeProto()
+    twin.CopyFrom(node)
+    twin.name, twin.output[0] = f"{node.name}_twin", f"{name}_twin"
+    replaced = {"n_targets": onnx.helper.make_attribute("n_targets", len(attrs["tree_roots"])),
+                "leaf_targetids": onnx.helper.make_attribute("leaf_targetids", tree_of.tolist()),
+                "leaf_weights": onnx.helper.make_attribute("leaf_weights", onnx.numpy_helper.from_array(number, "leaf_weights"))}
+    kept = [a for a in twin.attribute if a.name not in replaced]
+    del twin.attribute[:]
+    twin.attribute.extend([*kept, *replaced.values()])
+    ids = onnx.helper.make_node("Cast", [twin.output[0]], [f"{name}_twin_ids"], to=onnx.TensorProto.INT64)
+    leaves = onnx.helper.make_node("Transpose", [ids.output[0]], [f"{name}_twin_leaves"], perm=[1, 0])
+    model.graph.node.extend([twin, ids, leaves])
+    return leaves.output[0]
+
+
 def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarray, np.ndarray, np.dtype]:
     """The exit is the leaf ids, trees in order."""
     T, _, L = _layout.padded_sizes(ens)
@@ -138,10 +249,12 @@ def constant_limit() -> int:
 
 
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
-    model = _exact.build(
-        ens, opts, "treeensemble", exit_leaf, constant_bytes, layout="node", constant_limit=constant_limit(),
-        size_hint="use --form traverse (its constants can be stored as external data), or train with fewer trees or leaves",
-    )
+    hint = "use --form traverse (its constants can be stored as external data), or train with fewer trees or leaves"
+    if sums_in_the_node(ens, opts):
+        _layout.check_size("node treeensemble layout", constant_bytes(ens), constant_limit(), hint)
+        model = _summed(ens, opts)
+    else:
+        model = _exact.build(ens, opts, "treeensemble", exit_leaf, constant_bytes, layout="node", constant_limit=constant_limit(), size_hint=hint)
     prune(model.graph)
     return model
 
@@ -165,11 +278,12 @@ FORM = FormSpec(
     name="treeensemble",
     build=build,
     exact=True,
-    summary="one ai.onnx.ml TreeEnsembleRegressor finds the exit leaves (onnxruntime's fused kernel); values and head as every exact form's",
+    summary="one ai.onnx.ml node walks the trees (onnxruntime's fused kernel), with tree2mat's thresholds: double sums in the node, or leaf numbers and every exact form's sums",
     constant_bytes=constant_bytes,
     bytes_per_row=bytes_per_row,
     constant_limit=constant_limit,
     exit_layout=exit_layout,
     proven_on=PROVEN_ON,
+    leaf_twin=leaf_twin,
     devices=("cpu",),  # (onnxruntime's CUDA provider has no TreeEnsemble kernel: the CPU runs it)
 )

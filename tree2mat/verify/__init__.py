@@ -136,7 +136,7 @@ def verify(
     forest = attention.as_forest(subject.model)
     checks = _Checks(
         subject, [(_runner(m, dev, runtime, timeout, meta), dev, walk, per_run) for dev in devices for walk, m, per_run in graphs],
-        _raw(onx, meta, subject), leaf_ids, meta.get("tree2mat.leaf_tensor", ""), atol_v, rtol, max_report,
+        _raw(onx, meta, subject), leaf_ids, _metadata(onx_run).get("tree2mat.leaf_tensor", ""), atol_v, rtol, max_report,
         forest.nearest if forest is not None and atol is None else None,
         attention_graph.value_span(forest) if forest is not None else np.inf,
     )

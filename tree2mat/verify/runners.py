@@ -132,6 +132,15 @@ def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble, dtype: np.dtype) ->
     the leaf ids, or positions of the form's exit layout; see :class:`tree2mat.forms._layout.Exit`)."""
     meta = _metadata(model)
     leaf = meta.get("tree2mat.leaf_tensor")
+    twin = FORMS.get(meta.get("tree2mat.form", ""))
+    if not leaf and meta.get("tree2mat.leaf_twin") and twin is not None and twin.leaf_twin is not None and meta.get("tree2mat.n_trees") == str(ens.n_trees):
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
+        leaf = twin.leaf_twin(out)  # (the exit leaves from a copy of the node that sums: the same routing)
+        out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, onnx.TensorProto.INT64, [ens.n_trees, "N"]))
+        entry = out.metadata_props.add()
+        entry.key, entry.value = "tree2mat.leaf_tensor", leaf
+        return out, lambda index: np.asarray(index).T
     if not leaf or meta.get("tree2mat.n_trees") != str(ens.n_trees):
         return model, None
     produced = {o for n in model.graph.node for o in n.output}
