@@ -9,6 +9,8 @@ and +-inf, and checks each tree's leaf against the reference evaluator. CatBoost
 
 from __future__ import annotations
 
+import json
+
 import joblib
 import lightgbm as lgb
 import numpy as np
@@ -190,3 +192,38 @@ def test_a_runtime_without_the_operator_is_named_with_the_way_out(tmp_path, caps
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "TreeEnsembleRegressor" in err, err
     assert "a treeensemble graph is exact on onnxruntime, reference, onnxruntime-node, onnxruntime-web; for tract" in err, err
+
+
+def test_one_leaf_trees_between_others_on_every_runtime(tmp_path):
+    """Trees of one leaf after and before trees with splits, summed in the node: right on
+    onnxruntime and on onnx's reference evaluator, which reads a root whose two branches reach
+    one leaf as a leaf of the root's index (the node writes a split that every row takes
+    instead). Compared with tree2mat's reference evaluator (an IR file: no library)."""
+    split = {"feature": [0, 1], "threshold": [0.5, -0.25], "default_left": [True, False], "left": [1, -1], "right": [-3, -2],
+             "value": [[1.5], [-2.0], [4.25]]}
+    leaf = {"feature": [], "threshold": [], "default_left": [], "left": [], "right": [], "value": [[100.0]]}
+    doc = {"tree2mat_ir": 1, "n_features": 2, "trees": [split, leaf, split, leaf, leaf]}
+    path = tmp_path / "ir.json"
+    path.write_text(json.dumps(doc))
+    onx = tree2mat.convert(str(path), form="treeensemble")
+    assert [n.op_type for n in onx.graph.node if n.domain == ML_DOMAIN] == ["TreeEnsemble"]
+    for runtime in ("onnxruntime", "reference"):
+        report = tree2mat.verify(str(path), onx, rows=200, runtime=runtime)
+        assert report.passed and report.outputs[-1].name == "routing", (runtime, report.summary())
+
+
+def test_a_twin_of_a_cycle_is_refused_in_one_line(tmp_path, capsys):
+    """A graph made to look like a summing treeensemble graph whose node points back at itself:
+    verify refuses it in one line (exit 2) before any run, instead of walking it forever."""
+    model = MODELS["LGBMClassifier, 3 classes"]()
+    onx = tree2mat.convert(model, form="treeensemble")
+    node = next(n for n in onx.graph.node if n.domain == ML_DOMAIN)
+    true_ids = next(a for a in node.attribute if a.name == "nodes_truenodeids")
+    true_leafs = next(a for a in node.attribute if a.name == "nodes_trueleafs")
+    true_ids.ints[0], true_leafs.ints[0] = 0, 0  # (the first root's true branch: itself)
+    path = tmp_path / "m.txt"
+    model.booster_.save_model(str(path))
+    onnx.save(onx, str(tmp_path / "m.onnx"))
+    assert main(["verify", str(path), str(tmp_path / "m.onnx"), "--rows", "50"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a forest (tree 0 reaches node 0 twice" in err, err

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from tree2mat.errors import ModelFileError
 from tree2mat.forms import _exact, _layout
 from tree2mat.forms._graph import ML5_MIN_OPSET, ML_DOMAIN, GraphBuilder, GraphOptions, prune
 from tree2mat.forms._spec import FormSpec
@@ -139,9 +140,14 @@ def sums_in_the_node(ens: Ensemble, opts: GraphOptions) -> bool:
 
 def ensemble_attributes(ens: Ensemble, st: _layout.Stacked, offset: dict[str, int]) -> dict[str, Any]:
     """The ``TreeEnsemble``'s attributes: tree t's internal node i at ``base_t + i``, its leaf j
-    at ``leaf_base_t + j`` holding its value (the base score folded into each output's first
-    tree, :func:`_layout.stack`) for its output; a tree of one leaf is a node whose two branches
-    reach it."""
+    at ``P + leaf_base_t + j`` (P: the number of nodes; the first P leaves are never reached)
+    holding its value for its output (the base score folded into each output's first tree
+    where the trees are summed, :func:`_layout.stack`). No node and leaf share an index:
+    onnxruntime before 1.2x took a root whose two children had one index for a leaf, whatever
+    their leaf flags (onnxruntime issue 24679). A tree of one leaf is a node ``x <= +inf``, NaN
+    true, whose true branch is the leaf and whose false branch, never taken, a copy of it: onnx
+    1.23's reference evaluator reads a root whose two branches reach one leaf as a leaf of the
+    root's index."""
     features: list[int] = []
     splits: list[float] = []
     tracks: list[int] = []
@@ -150,15 +156,19 @@ def ensemble_attributes(ens: Ensemble, st: _layout.Stacked, offset: dict[str, in
     false_ids: list[int] = []
     false_leaf: list[int] = []
     roots: list[int] = []
-    targets: list[int] = []
-    weights: list[float] = []
-    node_base = leaf_base = 0
+    n_nodes = sum(max(tree.n_internal, 1) for tree in ens.trees)
+    targets: list[int] = [0] * n_nodes
+    weights: list[float] = [0.0] * n_nodes
+    node_base = 0
     for t, (tree, (column, threshold, nan_true)) in enumerate(zip(ens.trees, node_tests(ens, st, offset))):
         n, k = tree.n_internal, max(int(ens.output_index[t]), 0)
+        values = st.values[t * st.n_leaves : t * st.n_leaves + tree.n_leaves, k].astype(np.float64).tolist()
+        leaf_base = len(targets)
         roots.append(node_base)
         if n == 0:
-            column, threshold, nan_true = [0], [0.0], [0]
-            left = right = np.asarray([-1])
+            column, threshold, nan_true = [0], [np.inf], [1]
+            left, right = np.asarray([-1]), np.asarray([-2])
+            values = values * 2
         else:
             left, right = tree.left, tree.right
         features += column
@@ -167,10 +177,9 @@ def ensemble_attributes(ens: Ensemble, st: _layout.Stacked, offset: dict[str, in
         for child, ids, leafs in ((left, true_ids, true_leaf), (right, false_ids, false_leaf)):
             ids += [leaf_base + (-1 - int(c)) if c < 0 else node_base + int(c) for c in child]
             leafs += [int(c < 0) for c in child]
-        targets += [k] * tree.n_leaves
-        weights += st.values[t * st.n_leaves : t * st.n_leaves + tree.n_leaves, k].astype(np.float64).tolist()
+        targets += [k] * len(values)
+        weights += values
         node_base += len(column)
-        leaf_base += tree.n_leaves
     return {
         "n_targets": ens.n_outputs, "aggregate_function": 1, "post_transform": 0, "tree_roots": roots,  # (1: SUM, 0: NONE)
         "nodes_modes": onnx.numpy_helper.from_array(np.zeros(len(features), np.uint8), "nodes_modes"),  # (0: BRANCH_LEQ)
@@ -203,25 +212,40 @@ def leaf_twin(model: onnx.ModelProto) -> str:
     whose leaves write their numbers, one target per tree: the same nodes on the same input, so
     the same routing on the same runtime (``verify``'s proof); returns the tensor's name. Leaf j
     of a tree is the j-th of the leaves its root reaches, by index (as :func:`ensemble_attributes`
-    numbers them)."""
-    name = {p.key: p.value for p in model.metadata_props}["tree2mat.leaf_twin"]
-    node = next(n for n in model.graph.node if n.domain == ML_DOMAIN and n.output[0] == name)
+    numbers them). A node that is not such a forest (an index out of range, a node reached
+    twice: a file made to look like one) is a ModelFileError."""
+    name = {p.key: p.value for p in model.metadata_props}.get("tree2mat.leaf_twin")
+    node = next((n for n in model.graph.node if n.domain == ML_DOMAIN and n.op_type == "TreeEnsemble" and n.output[0] == name), None)
+    if node is None:
+        raise ModelFileError(f"the graph's tree2mat.leaf_twin names no TreeEnsemble node ({name!r})")
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    branches = [(attrs["nodes_truenodeids"], attrs["nodes_trueleafs"]), (attrs["nodes_falsenodeids"], attrs["nodes_falseleafs"])]
-    n_leaves = len(attrs["leaf_targetids"])
+    try:
+        branches = [(list(attrs[f"nodes_{s}nodeids"]), list(attrs[f"nodes_{s}leafs"])) for s in ("true", "false")]
+        roots, n_leaves = list(attrs["tree_roots"]), len(attrs["leaf_targetids"])
+    except KeyError as exc:
+        raise ModelFileError(f"the graph's TreeEnsemble node lacks {exc}") from None
+    n_nodes = len(branches[0][0])
+    if any(len(ids) != n_nodes or len(leafs) != n_nodes for ids, leafs in branches):
+        raise ModelFileError("the graph's TreeEnsemble node has node lists of different lengths")
     tree_of, number = np.zeros(n_leaves, np.int64), np.zeros(n_leaves, np.float64)
-    for t, root in enumerate(attrs["tree_roots"]):
+    seen = np.zeros(n_nodes, bool)
+    for t, root in enumerate(roots):
         todo, reached = [root], set[int]()
         while todo:
             k = todo.pop()
+            if not 0 <= k < n_nodes or seen[k]:
+                raise ModelFileError(f"the graph's TreeEnsemble node is not a forest (tree {t} reaches node {k} twice or out of range)")
+            seen[k] = True
             for ids, leafs in branches:
+                if leafs[k] and not 0 <= ids[k] < n_leaves:
+                    raise ModelFileError(f"the graph's TreeEnsemble node {k} names leaf {ids[k]}, out of range")
                 (reached.add if leafs[k] else todo.append)(ids[k])
         for j, leaf in enumerate(sorted(reached)):
             tree_of[leaf], number[leaf] = t, j
     twin = onnx.NodeProto()
     twin.CopyFrom(node)
     twin.name, twin.output[0] = f"{node.name}_twin", f"{name}_twin"
-    replaced = {"n_targets": onnx.helper.make_attribute("n_targets", len(attrs["tree_roots"])),
+    replaced = {"n_targets": onnx.helper.make_attribute("n_targets", len(roots)),
                 "leaf_targetids": onnx.helper.make_attribute("leaf_targetids", tree_of.tolist()),
                 "leaf_weights": onnx.helper.make_attribute("leaf_weights", onnx.numpy_helper.from_array(number, "leaf_weights"))}
     kept = [a for a in twin.attribute if a.name not in replaced]
@@ -240,8 +264,9 @@ def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarra
 
 
 #: The node's attributes live in the graph itself, which protobuf caps at 2 GiB (external data
-#: holds initializers only); the leaf values besides.
-MAX_NODE_BYTES = 2**30
+#: holds initializers only); the leaf values besides, and ``verify`` adds a copy of the node
+#: (:func:`leaf_twin`).
+MAX_NODE_BYTES = 2**29
 
 
 def constant_limit() -> int:
