@@ -67,7 +67,7 @@ test: $(STAMP) $(if $(HAS_NODE),$(NODE_STAMP)) $(TREEPLE_STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2
 	OMP_NUM_THREADS=1 $(TREEPLE_VENV)/bin/python -m pytest -q tests/frontends/test_treeple.py
 
-# The fast tier for development (under a minute on 2 cores): lint, types, layers and every test
+# The fast tier for development (a few minutes on 2 cores, a tenth of make test): lint, types, layers and every test
 # not marked slow. CI runs make test, which runs them all.
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
