@@ -127,7 +127,7 @@ def verify(
     source, kinds = _rows_source(subject, data, in_dtype, rows, seed, header)
     meta = _metadata(onx)
     _check_kind(meta, subject)
-    onx_run, leaf_ids = _with_leaf_output(onx, subject.ens, in_dtype)
+    onx_run, leaf_ids, leaf_tensor = _with_leaf_output(onx, subject.ens, in_dtype)
     chunk, data_rows = _chunk_rows(meta, subject)
     # (a graph that walks small batches another way: every row every way, one report line each)
     graphs, walk_note = walks(onx_run, chunk)
@@ -136,7 +136,7 @@ def verify(
     forest = attention.as_forest(subject.model)
     checks = _Checks(
         subject, [(_runner(m, dev, runtime, timeout, meta), dev, walk, per_run) for dev in devices for walk, m, per_run in graphs],
-        _raw(onx, meta, subject), leaf_ids, _metadata(onx_run).get("tree2mat.leaf_tensor", ""), atol_v, rtol, max_report,
+        _raw(onx, meta, subject), leaf_ids, leaf_tensor, atol_v, rtol, max_report,
         forest.nearest if forest is not None and atol is None else None,
         attention_graph.value_span(forest) if forest is not None else np.inf,
     )

@@ -126,41 +126,38 @@ def _leaf_tensor(model: onnx.ModelProto) -> str | None:
 LeafIds = Callable[[np.ndarray], np.ndarray]
 
 
-def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble, dtype: np.dtype) -> tuple[onnx.ModelProto, LeafIds | None]:
+def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble, dtype: np.dtype) -> tuple[onnx.ModelProto, LeafIds | None, str]:
     """A copy of ``model`` that also outputs the exit index, when tree2mat wrote it for a model
-    of this many trees, and how to read leaf ids off it (``tree2mat.exit_layout``: the index is
-    the leaf ids, or positions of the form's exit layout; see :class:`tree2mat.forms._layout.Exit`)."""
+    of this many trees, how to read leaf ids off it (``tree2mat.exit_layout``: the index is the
+    leaf ids, or positions of the form's exit layout; see :class:`tree2mat.forms._layout.Exit`),
+    and the index's name. A graph whose form proves its routing by a twin (``tree2mat.leaf_twin``,
+    :attr:`FormSpec.leaf_twin`: the node that sums, copied to write leaf ids) gets the twin."""
     meta = _metadata(model)
-    leaf = meta.get("tree2mat.leaf_tensor")
-    twin = FORMS.get(meta.get("tree2mat.form", ""))
-    if not leaf and meta.get("tree2mat.leaf_twin") and twin is not None and twin.leaf_twin is not None and meta.get("tree2mat.n_trees") == str(ens.n_trees):
-        out = onnx.ModelProto()
-        out.CopyFrom(model)
-        leaf = twin.leaf_twin(out)  # (the exit leaves from a copy of the node that sums: the same routing)
-        out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, onnx.TensorProto.INT64, [ens.n_trees, "N"]))
-        entry = out.metadata_props.add()
-        entry.key, entry.value = "tree2mat.leaf_tensor", leaf
-        return out, lambda index: np.asarray(index).T
-    if not leaf or meta.get("tree2mat.n_trees") != str(ens.n_trees):
-        return model, None
-    produced = {o for n in model.graph.node for o in n.output}
-    if leaf not in produced:
-        return model, None
+    if meta.get("tree2mat.n_trees") != str(ens.n_trees):
+        return model, None, ""
+    form = FORMS.get(meta.get("tree2mat.form", ""))
+    leaf = meta.get("tree2mat.leaf_tensor", "")
+    twin = form.leaf_twin if form is not None and not leaf and meta.get("tree2mat.leaf_twin") else None
+    if not leaf and twin is None:
+        return model, None, ""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    if twin is not None:
+        leaf = twin(out)  # (the exit leaves from a copy of the node that sums: the same routing)
+    if leaf not in {o for n in out.graph.node for o in n.output}:
+        return model, None, ""
     if meta.get("tree2mat.exit_layout", EXIT_LEAVES) == EXIT_LEAVES:
         leaves: LeafIds = lambda index: np.asarray(index).T  # noqa: E731
         elem = onnx.TensorProto.INT64
     else:
-        form = FORMS.get(meta.get("tree2mat.form", ""))
         if form is None or form.exit_layout is None:
-            return model, None
+            return model, None, ""
         order, slots, index_dtype = form.exit_layout(ens, dtype)
         leaves = lambda index: leaf_ids_of(index, order, slots).T  # noqa: E731
         elem = onnx.helper.np_dtype_to_tensor_dtype(index_dtype)
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
     if leaf not in {o.name for o in out.graph.output}:
         out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, elem, [ens.n_trees, "N"]))
-    return out, leaves
+    return out, leaves, leaf
 
 
 def _load_onnx(onnx_model_or_path: Any) -> tuple[onnx.ModelProto, str]:
