@@ -130,8 +130,10 @@ def _cpu_name() -> str:
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {}
-    for package in ("onnxruntime", "onnx", "scikit-learn", "xgboost-cpu", "xgboost", "lightgbm", "skl2onnx", "onnxmltools", "hummingbird-ml", "torch"):
+    from tree2mat.runtimes import RUNTIMES
+
+    out = {"onnxruntime": RUNTIMES["onnxruntime"].version() or "missing"}  # (the module's: onnxruntime-gpu's too)
+    for package in ("onnx", "scikit-learn", "xgboost-cpu", "xgboost", "lightgbm", "skl2onnx", "onnxmltools", "hummingbird-ml", "torch"):
         try:
             out[package] = version(package)
         except PackageNotFoundError:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from tree2mat.errors import DeviceUnavailableError, VerificationError
+from tree2mat.errors import DeviceUnavailableError, OptionError, Tree2MatError, VerificationError
 from tree2mat.onnx_io import needs_external_data, write_external
 
 #: ``run(X) -> outputs by name``, for one loaded graph.
@@ -65,6 +65,17 @@ def _dist_version(dist: str) -> Callable[[], str | None]:
     return version
 
 
+def _onnxruntime_version() -> str | None:
+    """The version of the onnxruntime module that runs the graphs. Not a distribution's:
+    onnxruntime-gpu installs the same module under another name, and a machine with both read
+    the CPU one's (1.30.0) while the GPU one's module (1.31.1) ran (the GPU machine, 2026-11-27)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    return str(onnxruntime.__version__)
+
+
 def _failed(runtime: str, what: str, exc: BaseException) -> VerificationError:
     text = " ".join(str(exc).split()).split(" Stack backtrace:")[0]  # (tract's: frames of the Python build)
     if len(text) > 600:
@@ -75,11 +86,35 @@ def _failed(runtime: str, what: str, exc: BaseException) -> VerificationError:
 # ------------------------------------------------------------------------------- onnxruntime
 
 
+#: Operators onnxruntime's CUDA provider runs for some shapes and refuses for others, so that a
+#: graph verified at one batch size can fail at another: ``--device cuda`` refuses graphs with
+#: them. MatMulInteger (``--matmul int8``) goes to cuBLAS's int8 GEMM, which answered
+#: CUBLAS_STATUS_NOT_SUPPORTED for every one-row product and for many other shapes (an H200,
+#: onnxruntime-gpu 1.31.1, CUDA 13; benchmarks/RESULTS.md, "CUDA: the second run").
+CUDA_REFUSED = {"MatMulInteger": "int8 products (--matmul int8)"}
+
+
+def check_cuda_operators(model: onnx.ModelProto) -> None:
+    """An OptionError naming the first operator of ``model`` in ``CUDA_REFUSED``, if any."""
+    from tree2mat.forms._graph import all_nodes
+
+    found = {n.op_type for n in all_nodes(model.graph)} & CUDA_REFUSED.keys()
+    if found:
+        op = min(found)
+        raise OptionError(
+            f"--device cuda: the graph's {CUDA_REFUSED[op]} fail on onnxruntime's CUDA provider at some batch sizes, "
+            f"one row among them (cuBLAS refuses {op}'s shapes); convert with --matmul float32 or float16 for a GPU"
+        )
+
+
 def ort_session(model: onnx.ModelProto, opts: object, device: str = "cpu") -> Any:
     """An onnxruntime session of ``model`` on ``device``'s providers (``PROVIDERS``), by file
-    when the graph needs external data (over 2 GiB)."""
+    when the graph needs external data (over 2 GiB); on ``cuda``, a graph with an operator of
+    ``CUDA_REFUSED`` is an OptionError."""
     import onnxruntime as ort
 
+    if device == "cuda":
+        check_cuda_operators(model)
     if not needs_external_data(model):
         return ort.InferenceSession(model.SerializeToString(), opts, providers=PROVIDERS[device])
     with tempfile.TemporaryDirectory(prefix="tree2mat-") as tmp:
@@ -147,6 +182,8 @@ def _onnxruntime(model: onnx.ModelProto, outputs: Sequence[str], device: str = "
     opts.log_severity_level = 3
     try:
         sess = ort_session(model, opts, device)
+    except Tree2MatError:
+        raise
     except Exception as exc:
         raise _failed("onnxruntime", f"cannot load the graph on {device}", exc) from exc
     name = sess.get_inputs()[0].name
@@ -472,7 +509,7 @@ WEBGPU_IMPORTS = (
 RUNTIMES: dict[str, Runtime] = {
     r.name: r
     for r in (
-        Runtime("onnxruntime", "pip install onnxruntime", "onnxruntime's CPU execution provider", _dist_version("onnxruntime"), _onnxruntime),
+        Runtime("onnxruntime", "pip install onnxruntime", "onnxruntime's CPU execution provider", _onnxruntime_version, _onnxruntime),
         Runtime("reference", "pip install onnx", "onnx's own reference evaluator (onnx.reference)", _dist_version("onnx"), _reference),
         Runtime("openvino", "pip install 'tree2mat[openvino]'", "OpenVINO's CPU plugin, its default settings", _openvino_version, _openvino),
         Runtime("tract", "pip install 'tree2mat[tract]'", "Sonos' tract (Rust)", _dist_version("tract"), _tract),

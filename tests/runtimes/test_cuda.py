@@ -27,8 +27,9 @@ X, Y = load_breast_cancer(return_X_y=True)
 X_CAT = np.c_[X[:, :5], np.random.default_rng(0).integers(0, 12, X.shape[0])]
 from conftest import EXACT_VARIANTS  # noqa: E402
 
-#: The exact forms whose row work all runs on the CUDA provider (``FormSpec.devices``).
-ON_CUDA = [(f, m) for f, m in EXACT_VARIANTS if "cuda" in tree2mat.FORMS[f].devices]
+#: The exact forms whose row work all runs on the CUDA provider (``FormSpec.devices``), but for
+#: ``--matmul int8``, which is refused there (``tree2mat.runtimes.CUDA_REFUSED``).
+ON_CUDA = [(f, m) for f, m in EXACT_VARIANTS if "cuda" in tree2mat.FORMS[f].devices and m != "int8"]
 
 # Fitted only where the tests run (a GPU machine): every graph feature (NaN, categorical codes,
 # the zero band, missing type Zero, linear leaves) on the device.
@@ -94,3 +95,14 @@ def test_bench_times_every_exact_form_on_cuda(name):
     for c in ours:
         assert [t.batch for t in c.timings] == [1, 10_000], f"{c.name}: {c.note}"
         assert c.mismatched_rows == 0, c.name
+
+
+@pytest.mark.parametrize("form", sorted({f for f, m in EXACT_VARIANTS if m == "int8"}))
+def test_int8_products_are_refused_on_cuda(form):
+    """cuBLAS's int8 GEMM refused MatMulInteger at one row and at 9 000 rows of these models (an
+    H200, onnxruntime-gpu 1.31.1): verify refuses the graph on cuda in one line, before a run."""
+    from tree2mat.errors import OptionError
+
+    model = MODELS["forest"]()
+    with pytest.raises(OptionError, match="--matmul float32 or float16"):
+        tree2mat.verify(model, tree2mat.convert(model, form=form, matmul="int8"), device="cuda")

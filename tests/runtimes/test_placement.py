@@ -94,3 +94,36 @@ def test_cuda_cpu_nodes_names_the_row_nodes_left_to_the_cpu(models):
     ops = {entry.split(" ", 1)[0] for entry in left}
     assert {"GatherElements", "Greater", "IsNaN"} <= ops
     assert "Shape" not in ops and "n_flat_batch" not in names
+
+
+def test_int8_products_are_refused_on_cuda_before_a_session(models):
+    """``--matmul int8``'s MatMulInteger fails on onnxruntime's CUDA provider at some batch sizes
+    (one row always; an H200, onnxruntime-gpu 1.31.1): a session on cuda is refused before it is
+    made, on any machine, and the float32 graph of the same model is not."""
+    from tree2mat.errors import OptionError
+    from tree2mat.runtimes import check_cuda_operators, ort_session
+
+    for form in ("sign", "bitvector"):
+        int8 = tree2mat.convert(models["lightgbm"], form=form, matmul="int8")
+        assert "MatMulInteger" in {n.op_type for n in int8.graph.node}
+        with pytest.raises(OptionError, match=r"--device cuda: the graph's int8 products \(--matmul int8\) fail .* --matmul float32 or float16"):
+            ort_session(int8, ort.SessionOptions(), "cuda")
+        check_cuda_operators(tree2mat.convert(models["lightgbm"], form=form))
+
+
+def test_the_onnxruntime_version_is_the_module_s(monkeypatch):
+    """onnxruntime-gpu installs the module ``onnxruntime`` under another distribution's name: the
+    version verify reports is the module's, with no distribution called onnxruntime."""
+    import importlib.metadata
+
+    from tree2mat.runtimes import RUNTIMES
+
+    real = importlib.metadata.version
+
+    def version(dist):
+        if dist == "onnxruntime":
+            raise importlib.metadata.PackageNotFoundError(dist)
+        return real(dist)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    assert RUNTIMES["onnxruntime"].check() == ort.__version__
