@@ -4,7 +4,10 @@ to ``--form auto``'s estimate and pick: the measurements behind tree2mat.forms.a
 Each model is converted with every exact form and variant; each graph scores the same 10 000
 rows (onnxruntime, CPU, ``--threads`` intra-op threads, best of ``--repeat`` runs after a warm-up).
 The output table says, per model, the measured time of each variant, which variant was fastest,
-and what auto picked; ``--fit`` prints least-squares constants for auto's cost model.
+and what auto picked; ``--fit`` prints least-squares constants for auto's cost model. The
+``treeensemble`` form (one onnxruntime node, so its one-row run is timed too: p50 of 200 runs)
+is fitted per tree level and per tree, plus per tree where the node writes leaf numbers instead
+of summing (``treeensemble.sums_in_the_node``).
 
     python benchmarks/form_speed.py --out form_speed.json
 """
@@ -23,7 +26,7 @@ import numpy as np
 import onnxruntime as ort
 
 import tree2mat
-from tree2mat.forms import FORMS, _exact, _layout, auto, traverse
+from tree2mat.forms import FORMS, _exact, _graph, _layout, auto, traverse, treeensemble
 
 
 def models(seed: int):
@@ -41,6 +44,10 @@ def models(seed: int):
         "XGBoost depth 2 x 300": lambda: xgb.XGBRegressor(n_estimators=300, max_depth=2, random_state=seed),
         "XGBoost depth 4 x 300": lambda: xgb.XGBRegressor(n_estimators=300, max_depth=4, random_state=seed),
         "XGBoost depth 6 x 200": lambda: xgb.XGBRegressor(n_estimators=200, max_depth=6, random_state=seed),
+        "XGBoost depth 8 x 50": lambda: xgb.XGBRegressor(n_estimators=50, max_depth=8, random_state=seed),
+        "LightGBM 255 leaves x 100": lambda: lgb.LGBMRegressor(n_estimators=100, num_leaves=255, random_state=seed, verbose=-1),
+        "sklearn RF depth 14 x 100": lambda: RandomForestRegressor(100, max_depth=14, random_state=seed, n_jobs=2),
+        "LightGBM 15 leaves x 20": lambda: lgb.LGBMRegressor(n_estimators=20, num_leaves=15, random_state=seed, verbose=-1),
     }
 
 
@@ -55,6 +62,19 @@ def time_graph(onx, X: np.ndarray, threads: int, repeat: int) -> float:
         sess.run(None, {"input": X})
         best = min(best, time.perf_counter() - start)
     return best / X.shape[0] * 1e6
+
+
+def one_row_p50(onx, X: np.ndarray, threads: int, runs: int = 200) -> float:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = ort.InferenceSession(onx.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    times = []
+    for i in range(runs + 20):
+        row = X[i % X.shape[0]: i % X.shape[0] + 1]
+        start = time.perf_counter()
+        sess.run(None, {"input": row})
+        times.append(time.perf_counter() - start)
+    return float(np.median(times[20:])) * 1e6
 
 
 def main() -> int:
@@ -82,11 +102,14 @@ def main() -> int:
         nodes, products = _exact.padded_work(ens)
         entry = {"model": name, "T": T, "I": I, "L": L, "depth": depth, "levels": traverse.tree_levels(ens),
                  "nodes": nodes, "products": products, "us_per_row": {},
-                 "estimate_us": {f: FORMS[f].us_per_row(ens) for f in ("sign", "bitvector", "traverse")},
+                 "estimate_us": {f: FORMS[f].us_per_row(ens) for f in FORMS if FORMS[f].exact and FORMS[f].us_per_row is not None},
+                 "sums": treeensemble.sums_in_the_node(ens, _graph.GraphOptions()), "p50_one_row_us": {},
                  "auto": auto.choose(ens).form}
         for form, matmul in variants:
             onx = tree2mat.convert(model, form=form, matmul=matmul)
             entry["us_per_row"][f"{form}/{matmul}"] = time_graph(onx, rows, args.threads, args.repeat)
+            if form == "treeensemble":
+                entry["p50_one_row_us"][form] = one_row_p50(onx, rows, args.threads)
         entry["fastest"] = min(entry["us_per_row"], key=entry["us_per_row"].get)  # (of those timed)
         results.append(entry)
         print(json.dumps(entry), file=sys.stderr, flush=True)
@@ -127,6 +150,16 @@ def fit(results: list[dict]) -> str:
     t = np.asarray([r["us_per_row"]["traverse/float32"] for r in results])
     (c, d), *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)
     out.append(f"traverse: per tree level {c:.3g} us, per tree {d:.3g} us")
+    if "treeensemble/float32" not in results[0]["us_per_row"]:
+        return "\n".join(out)
+    A = np.asarray([[r["levels"], r["T"], r["T"] * (not r["sums"])] for r in results], float)
+    t = np.asarray([r["us_per_row"]["treeensemble/float32"] for r in results])
+    (c, d, e), *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)
+    out.append(f"treeensemble: per tree level {c:.3g} us, per tree {d:.3g} us, per tree of leaf numbers {e:.3g} us")
+    A1 = np.c_[np.ones(len(results)), A]
+    t1 = np.asarray([r["p50_one_row_us"]["treeensemble"] for r in results])
+    coef, *_ = np.linalg.lstsq(A1 / t1[:, None], np.ones_like(t1), rcond=None)
+    out.append("treeensemble one row: " + ", ".join(f"{n} {v:.3g} us" for n, v in zip(("per run", "per tree level", "per tree", "per tree of leaf numbers"), coef)))
     return "\n".join(out)
 
 
