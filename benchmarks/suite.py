@@ -10,6 +10,7 @@ and the rows each contender gets wrong against the library on the scoring rows.
     python benchmarks/suite.py --out suite.json            # all seven: about 30 minutes on 2 cores
     python benchmarks/suite.py --workloads xgb_clf --rows 20000 --batch 1,20000
     python benchmarks/suite.py --report suite.json         # the Markdown tables of an earlier run
+    python benchmarks/suite.py --target onnxruntime --forms auto   # auto's pick for a runtime
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def main() -> int:
     parser.add_argument("--max-memory", default="8G", help="largest estimated memory of a tree2mat graph at one batch")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-hint", type=int, help="--form auto's batch hint (default: tree2mat's)")
+    parser.add_argument("--target", help="--form auto's target runtime (convert --target; default: the portable forms)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where tree2mat's and Hummingbird's graphs run (cuda: the CUDA provider; TreeEnsemble stays on the CPU)")
     parser.add_argument("--out", type=Path)
@@ -103,13 +105,13 @@ def main() -> int:
         print(f"{name}: trained in {time.perf_counter() - start:.1f} s; benchmarking", file=sys.stderr, flush=True)
         rep = bench(model, rows, batches=batches, forms=tuple(args.forms.split(",")), repeat=args.repeat,
                     threads=args.threads, max_memory=parse_memory(args.max_memory), batch_hint=args.batch_hint,
-                    device=args.device)
+                    device=args.device, target=args.target)
         print(rep.summary(), file=sys.stderr, flush=True)
         results.append({**asdict(rep), "workload": name, "model": title})
         doc = {
             "machine": f"{platform.machine()} {platform.processor() or ''}, {len(os.sched_getaffinity(0))} CPUs, {platform.system()}",
             "cpu": _cpu_name(), "python": platform.python_version(), "tree2mat": tree2mat.__version__,
-            "versions": _versions(), "threads": args.threads, "device": args.device, "batches": list(batches), "batch_hint": args.batch_hint, "results": results,
+            "versions": _versions(), "threads": args.threads, "device": args.device, "batches": list(batches), "batch_hint": args.batch_hint, "target": args.target, "results": results,
         }
         if args.out:  # after every workload: a long run that stops keeps what it measured
             args.out.write_text(json.dumps(doc, indent=1) + "\n")
@@ -168,7 +170,8 @@ def report(doc: dict) -> str:
     big = max(doc["batches"])
     lines = [
         f"Rows/s at batch {big:,} ({doc['cpu']}, {doc['machine']}, onnxruntime {doc['versions'].get('onnxruntime')}, "
-        f"{doc['threads']} threads{'; tree2mat and Hummingbird on CUDA, TreeEnsemble on the CPU' if doc.get('device') == 'cuda' else ''}); "
+        f"{doc['threads']} threads{'; tree2mat and Hummingbird on CUDA, TreeEnsemble on the CPU' if doc.get('device') == 'cuda' else ''}"
+        f"{'; auto for --target ' + doc['target'] if doc.get('target') else ''}); "
         "x TE: over the TreeEnsemble graph in the same run.",
         "",
         "| workload | TreeEnsemble rows/s | auto (form) | auto x TE | sign x TE | bitvector x TE | hierarchical x TE | traverse x TE | Hummingbird best x TE | Hummingbird gemm x TE | best matrix form / HB gemm | native x TE |",

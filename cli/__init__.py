@@ -41,7 +41,7 @@ import typer  # noqa: E402
 
 from tree2mat import __version__  # noqa: E402
 from tree2mat._files import atomic_write, check_name, check_outputs  # noqa: E402
-from tree2mat.errors import OptionError, PickleWarning, Tree2MatError  # noqa: E402
+from tree2mat.errors import OptionError, Tree2MatError, Tree2MatWarning  # noqa: E402
 
 FORMAT_CHOICES = ("text", "json", "npz")
 
@@ -77,6 +77,14 @@ def _runtimes_help() -> str:
     return "; ".join(f"{name}: {spec.summary}" for name, spec in RUNTIMES.items())
 
 
+TARGET_HELP = (
+    "The runtime the graph is for: a runtime of verify --runtime (onnxruntime, reference, openvino, tract, iree, "
+    "onnxruntime-node, onnxruntime-web, webgpu, webgpu-jsep) or cuda (onnxruntime's CUDA provider). --form auto then "
+    "picks the fastest form proven exact there (on onnxruntime, node and wasm that can be treeensemble: one ai.onnx.ml "
+    "node); default: a portable graph, exact on every runtime."
+)
+
+
 def _forms_help() -> str:
     from tree2mat.forms import FORMS
 
@@ -96,6 +104,7 @@ def convert(
     batch_hint: int | None = typer.Option(None, "--batch-hint", help="--form auto: rows per run the graph will mostly see (default 10000); auto picks the form fastest for such runs (1: latency, where the operators' overhead counts most)."),
     temperature: float | None = typer.Option(None, "--temperature", help="soft/softmax forms: temperature, in input-feature units (default 1); the graph is exact only as it goes to 0."),
     matmul: str = typer.Option("float32", "--matmul", help="sign/bitvector forms: element type of the path-matching MatMul: float32, float16 or int8 (MatMulInteger); exact in each."),
+    target: str | None = typer.Option(None, "--target", help=TARGET_HELP + " Recorded in the graph (metadata tree2mat.target)."),
     json_out: bool = typer.Option(False, "--json", help="Print what was written as one JSON object on stdout (path, form, sizes, opset, inputs, outputs, ...) instead of the sentence."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the steps of a convert that takes over a second on stderr (a bar on a terminal, a line per step otherwise)."),
 ) -> None:
@@ -108,7 +117,8 @@ def convert(
     with _libraries_to_stderr(), _Progress("convert", enabled=progress, delay=PROGRESS_DELAY_S) as shown:
         onx = tree2mat.convert(
             model, form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul,
-            max_memory=None if max_memory is None else parse_memory(max_memory), batch_hint=batch_hint, progress=lambda text: shown.stage(text, 4),
+            max_memory=None if max_memory is None else parse_memory(max_memory), batch_hint=batch_hint, target=target,
+            progress=lambda text: shown.stage(text, 4),
         )
         shown.stage(f"writing {output}", 4)
         size = tree2mat.save(onx, output)
@@ -153,6 +163,7 @@ def written(onx: Any, output: Path, size: int) -> dict[str, Any]:
         "form": meta["tree2mat.form"],
         "exact": meta["tree2mat.exact"] == "1",
         "auto_reason": meta.get("tree2mat.auto"),
+        "target": meta.get("tree2mat.target"),
         "matmul": meta.get("tree2mat.matmul", "float32"),
         "temperature": None if temperature is None else float(temperature),
         "source": meta["tree2mat.source"],
@@ -219,11 +230,12 @@ def inspect(
     output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout ('-': stdout)."),
     max_memory: str = typer.Option("4G", "--max-memory", help="Memory budget for the form auto would pick (as for convert)."),
     batch_hint: int | None = typer.Option(None, "--batch-hint", help="Rows per run for the form auto would pick (as for convert; default 10000)."),
+    target: str | None = typer.Option(None, "--target", help="The runtime for the form auto would pick (as for convert; default: portable)."),
     png: Path | None = typer.Option(None, "--png", help="With --tree K: draw the tree beside its matrices to this PNG instead of printing them (a large tree summarized; needs matplotlib: the plot extra)."),
 ) -> None:
     """Summarize MODEL, or print one tree as the papers' matrices (S, t, B, bitvector, v, depth), or draw it beside them (--png)."""
     import tree2mat
-    from tree2mat.forms.auto import check_batch_hint, parse_memory
+    from tree2mat.forms.auto import check_batch_hint, check_target, parse_memory
     from tree2mat.inspect import matrices_of, summary
     from tree2mat.ir.limits import physical_memory
 
@@ -231,6 +243,7 @@ def inspect(
         raise OptionError(f"unknown format {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
     budget = parse_memory(max_memory)
     hint = check_batch_hint(batch_hint)
+    check_target(target)
     if png is not None:
         _check_png(png, tree, fmt, output)
     _check_output("-o", output)
@@ -240,7 +253,7 @@ def inspect(
         # 10 000 rows is refused unread; one that only passes --max-memory is summarized)
         ens = tree2mat.load(model, max_memory=max(budget, physical_memory() // 2))
     if tree is None:
-        info = summary(ens, budget, hint)
+        info = summary(ens, budget, hint, target)
         if fmt == "npz":
             raise OptionError("--format npz needs --tree")
         text = json.dumps(info, indent=1) if fmt == "json" else _summary_text(info)
@@ -277,6 +290,7 @@ def bench(
     device: str = typer.Option("cpu", "--device", help="cpu, or cuda: tree2mat's and Hummingbird's graphs on the CUDA provider, none timed with row data on the CPU (TreeEnsemble has no CUDA kernel: CPU)."),
     max_memory: str | None = typer.Option(None, "--max-memory", help="Largest estimated memory of a tree2mat graph at one batch, e.g. 8G (default: half this machine's memory); larger batches are not timed."),
     batch_hint: int | None = typer.Option(None, "--batch-hint", help="--form auto's batch hint (as for convert; default 10000)."),
+    target: str | None = typer.Option(None, "--target", help="--form auto's target runtime (as for convert; default: portable). The timings are onnxruntime's (--device) whatever the target."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the figures as JSON to this file ('-' for stdout)."),
     plot: Path | None = typer.Option(None, "--plot", help="Draw rows/s per contender and batch size to this PNG (needs matplotlib: the plot extra)."),
 ) -> None:
@@ -292,7 +306,7 @@ def bench(
         report = run_bench(
             model, data, header=header, rows=rows, batches=parse_batches(batch), forms=tuple(f.strip() for f in form.split(",") if f.strip()),
             use_peers=peers, repeat=repeat, threads=threads, device=device,
-            max_memory=None if max_memory is None else parse_memory(max_memory), batch_hint=batch_hint,
+            max_memory=None if max_memory is None else parse_memory(max_memory), batch_hint=batch_hint, target=target,
         )
     if plot is not None:
         atomic_write(plot, plot_report(report))
@@ -727,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings(), safe_loading(True) if safe else contextlib.nullcontext():
         if not debug:  # library warnings are not ours to print; errors say what matters
             warnings.simplefilter("ignore")
-        warnings.simplefilter("always", PickleWarning)  # ours: one line each, as an error is
+        warnings.simplefilter("always", Tree2MatWarning)  # ours: one line each, as an error is
         warnings.showwarning = _warning_line
         return _main(args, debug)
 
@@ -735,7 +749,7 @@ def main(argv: list[str] | None = None) -> int:
 def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
     """tree2mat's own warnings, one line each on stderr (library warnings show only with --debug,
     in Python's own format)."""
-    if issubclass(category, PickleWarning):
+    if issubclass(category, Tree2MatWarning):
         typer.echo(f"tree2mat: warning: {_one_line(str(message))}", err=True)
     else:
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))

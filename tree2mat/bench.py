@@ -43,7 +43,7 @@ from tree2mat.convert import convert
 from tree2mat.data import check_header_option, load_data
 from tree2mat.errors import DataError, OptionError, UnsupportedModelError
 from tree2mat.forms import AUTO, FORMS, check_form
-from tree2mat.forms.auto import check_batch_hint
+from tree2mat.forms.auto import check_batch_hint, check_target
 from tree2mat.ir import limits
 from tree2mat.ir.core import Ensemble, Task
 from tree2mat.runtimes import cuda_cpu_nodes
@@ -176,10 +176,12 @@ def bench(
     max_memory: int | None = None,
     batch_hint: int | None = None,
     header: bool | None = None,
+    target: str | None = None,
 ) -> BenchReport:
     """Time tree2mat's graphs of a model next to its peers and the library (see module doc).
     ``max_memory``: bytes a tree2mat graph may need at one batch (default: half this machine's
-    memory). ``batch_hint``: ``--form auto``'s (see :func:`tree2mat.convert`). ``header``: whether
+    memory). ``batch_hint``, ``target``: ``--form auto``'s (see :func:`tree2mat.convert`; the
+    timings are onnxruntime's on ``device`` whatever the target). ``header``: whether
     a ``.csv`` file's first line is a header (None: detected; see :func:`tree2mat.verify`)."""
 
     if repeat < 1 or rows < 1 or (threads is not None and threads < 1):
@@ -195,6 +197,8 @@ def bench(
         check_batch_hint(batch_hint)
         if AUTO not in forms:
             raise OptionError(f"--batch-hint tells --form auto which form to pick; auto is not among the forms to time ({', '.join(forms)})")
+    if check_target(target) is not None and AUTO not in forms:
+        raise OptionError(f"--target tells --form auto which forms to pick from; auto is not among the forms to time ({', '.join(forms)})")
     limit = max_memory if max_memory is not None else limits.physical_memory() // 2
     subject = load_subject(model_or_path, accept_pipeline=False)
     if isinstance(subject.model, AttentionForest):
@@ -221,7 +225,7 @@ def bench(
     for form in forms:
         t = time.perf_counter()
         try:
-            onx = convert(ens, form=form, batch_hint=batch_hint if form == AUTO else None)
+            onx = convert(ens, form=form, batch_hint=batch_hint if form == AUTO else None, target=target if form == AUTO else None)
         except UnsupportedModelError as exc:  # (a dense form on deep trees): say so, time the rest
             contenders.append(Contender(f"tree2mat {form}", "tree2mat", note=f"not converted: {exc}", device=device))
             continue

@@ -36,7 +36,8 @@ class ConvertOptions:
     ``form``: the form's spec, or None for auto (the fastest exact form within ``max_memory``).
     ``dtype`` / ``opset``: None for the default of what is converted (a tree model: float32 and
     the newest opset the pinned onnxruntime runs; a pipeline: float64 and the newest skl2onnx
-    converts)."""
+    converts). ``target``: the runtime the graph is for (``auto.TARGETS``; None: any, the
+    portable forms)."""
 
     form: FormSpec | None = None
     dtype: str | None = None
@@ -47,12 +48,13 @@ class ConvertOptions:
     matmul: str = "float32"
     max_memory: int = auto.DEFAULT_MAX_MEMORY
     batch_hint: int = auto.DEFAULT_BATCH_HINT
+    target: str | None = None
 
     @classmethod
     def parse(
         cls, form: str = AUTO, *, dtype: str | None = None, opset: int | None = None, raw: bool = False,
         leaves: bool = False, temperature: float | None = None, matmul: str = "float32", max_memory: int | None = None,
-        batch_hint: int | None = None,
+        batch_hint: int | None = None, target: str | None = None,
     ) -> ConvertOptions:
         """The options of ``tree2mat.convert`` (or the CLI), each checked: an OptionError names
         the first that is wrong."""
@@ -60,6 +62,13 @@ class ConvertOptions:
         if not budget > 0:
             raise OptionError(f"--max-memory must be positive, got {budget}")
         spec = None if form == AUTO else check_form(form)
+        auto.check_target(target)
+        if spec is not None and target is not None and not auto.runs_on(spec, target):
+            there = ", ".join(s.name for s in FORMS.values() if auto.runs_on(s, target))
+            raise OptionError(
+                f"--form {spec.name} is not proven exact on {target} (the runtime matrix); the forms that are: {there} "
+                "(or leave out --form: --target picks the fastest of them)"
+            )
         dtype = dtype or None  # (an empty --dtype is the default, as it always was)
         if spec is None and (temperature is not None or matmul != "float32"):
             raise OptionError("--temperature and --matmul need an explicit --form (auto picks an exact float32 form)")
@@ -86,7 +95,9 @@ class ConvertOptions:
                 f"opset {opset} is not supported; choose {MIN_OPSET} to {DEFAULT_OPSET} "
                 "(the newest the pinned onnxruntime runs)"
             )
-        return cls(spec, dtype, opset, raw, leaves, temperature, matmul, budget, hint)
+        if target == "cuda" and matmul == "int8":
+            raise OptionError("--matmul int8 is refused on --target cuda: onnxruntime's CUDA provider fails its products at some batch sizes")
+        return cls(spec, dtype, opset, raw, leaves, temperature, matmul, budget, hint, target)
 
 
 def build_graph(
@@ -98,11 +109,11 @@ def build_graph(
     the newest ai.onnx.ml version the graph may import."""
     reason = None
     if options.form is None:
-        choice = auto.choose(ens, options.max_memory, options.batch_hint)
+        choice = auto.choose(ens, options.max_memory, options.batch_hint, options.target)
         spec, reason = FORMS[choice.form], choice.reason
     else:
         spec = options.form
-        auto.check_budget(spec, ens, options.max_memory)
+        auto.check_budget(spec, ens, options.max_memory, options.target)
     opts = GraphOptions(
         dtype=DTYPES[options.dtype or "float32"], opset=DEFAULT_OPSET if options.opset is None else options.opset,
         raw=options.raw, leaves=options.leaves, temperature=options.temperature, matmul=options.matmul, head=head,
@@ -118,6 +129,7 @@ def build_graph(
         "tree2mat.raw": str(int(opts.raw)),
         "tree2mat.exact": str(int(spec.exact)),
         **({"tree2mat.matmul": opts.matmul} if opts.matmul != "float32" else {}),
+        **({"tree2mat.target": options.target} if options.target is not None else {}),
         **({"tree2mat.auto": reason, "tree2mat.batch_hint": str(options.batch_hint)} if reason is not None else {}),
         **({"tree2mat.categories": json.dumps(ens.category_table())} if ens.category_labels else {}),
     })

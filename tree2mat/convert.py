@@ -46,6 +46,7 @@ def convert(
     matmul: str = "float32",
     max_memory: int | None = None,
     batch_hint: int | None = None,
+    target: str | None = None,
     progress: Progress | None = None,
 ) -> onnx.ModelProto:
     """Convert a fitted tree model (object, file path or ``Ensemble``) to an ONNX model.
@@ -60,6 +61,11 @@ def convert(
     ``batch_hint``: auto only, the rows per run the graph will mostly see (default 10 000):
     auto picks the form fastest for such runs (at one row the operators' overhead counts most;
     metadata ``tree2mat.batch_hint``).
+    ``target``: the runtime the graph is for (``tree2mat.forms.auto.TARGETS``: a runtime of
+    ``verify --runtime``, or ``cuda``): auto picks among the forms proven exact there (for
+    onnxruntime, node and wasm, ``treeensemble`` among them), and an explicit form not proven
+    there is refused. None (the default): the forms exact on every runtime of the matrix.
+    Metadata ``tree2mat.target``; ``verify`` warns when it proves the graph elsewhere.
     ``temperature``: soft forms only (default 1, in input-feature units). ``matmul``: the
     path-matching MatMul's element type (float32, or float16 / int8 for the sign and bitvector
     forms; exact in every case). ``progress(step)`` is called as each step begins (reading the
@@ -80,6 +86,7 @@ def convert(
     """
     options = ConvertOptions.parse(
         form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul, max_memory=max_memory, batch_hint=batch_hint,
+        target=target,
     )
     step = progress or quiet
     step("reading the model")

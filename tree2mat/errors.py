@@ -43,6 +43,15 @@ class VerificationError(Tree2MatError):
     exit_code = 1
 
 
-class PickleWarning(UserWarning):
-    """A pickle is about to be loaded, which runs whatever code it names (the CLI prints it as one
-    line on stderr; safe mode refuses pickles instead)."""
+class Tree2MatWarning(UserWarning):
+    """tree2mat's own warnings: the CLI prints each as one line on stderr (``tree2mat: warning:``)."""
+
+
+class PickleWarning(Tree2MatWarning):
+    """A pickle is about to be loaded, which runs whatever code it names (safe mode refuses
+    pickles instead)."""
+
+
+class TargetWarning(Tree2MatWarning):
+    """``verify`` proves a graph on another runtime than the one it was built for (``--target``):
+    it proves it anyway, and says so."""

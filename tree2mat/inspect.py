@@ -35,8 +35,10 @@ def features_used(ens: Ensemble) -> list[int]:
     return sorted(used)
 
 
-def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY, batch_hint: int = auto.DEFAULT_BATCH_HINT) -> dict[str, Any]:
-    """Machine-readable facts about the ensemble (``inspect --format json``)."""
+def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY, batch_hint: int = auto.DEFAULT_BATCH_HINT,
+            target: str | None = None) -> dict[str, Any]:
+    """Machine-readable facts about the ensemble (``inspect --format json``); ``auto``: the form
+    ``--form auto`` would pick for ``target`` (None: portable)."""
     depths = ens.tree_depths().tolist()
     leaves = [t.n_leaves for t in ens.trees]
     used = features_used(ens)
@@ -77,8 +79,8 @@ def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY, batch_hint
         for name, spec in FORMS.items()
     }
     try:
-        choice = auto.choose(ens, max_memory, batch_hint)
-        info["auto"] = {"form": choice.form, "reason": choice.reason, "batch_hint": batch_hint}
+        choice = auto.choose(ens, max_memory, batch_hint, target)
+        info["auto"] = {"form": choice.form, "reason": choice.reason, "batch_hint": batch_hint, "target": target}
     except Tree2MatError as exc:
         info["auto"] = {"form": None, "reason": str(exc)}
     return info

@@ -70,16 +70,19 @@ def test_an_unknown_form_s_error_lists_the_new_one(toy, model_file, tmp_path, ca
 
 
 def test_auto_weighs_the_new_form(toy, model_file):
+    """Proven on onnxruntime alone: a candidate for --target onnxruntime, not of the portable
+    default (forms proven on every runtime)."""
     ens = tree2mat.load(model_file)
-    assert toy in auto.candidates()
-    choice = auto.choose(ens)
+    assert toy in auto.candidates("onnxruntime") and toy not in auto.candidates()
+    choice = auto.choose(ens, target="onnxruntime")
     assert choice.form == "toy" and "toy" in {e.form for e in choice.estimates}
-    graph = tree2mat.convert(model_file)
+    graph = tree2mat.convert(model_file, target="onnxruntime")
     assert {p.key: p.value for p in graph.metadata_props}["tree2mat.form"] == "toy"
+    assert {p.key: p.value for p in tree2mat.convert(model_file).metadata_props}["tree2mat.form"] != "toy"
     # over the budget it is left out, as any form: its dense matrices need more than the walk
     mine, walk = auto.estimate(toy, ens), auto.estimate(FORMS["traverse"], ens)
     assert walk.memory_bytes < mine.memory_bytes
-    assert auto.choose(ens, walk.memory_bytes).form == "traverse"
+    assert auto.choose(ens, walk.memory_bytes, target="onnxruntime").form != "toy"
 
 
 def test_inspect_and_the_readme_table_list_the_new_form(toy, model_file, capsys):

@@ -17,7 +17,7 @@ def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
 
 
 def us_per_row(ens: Ensemble) -> float:
-    return 1e-9  # cheaper than every built-in form: auto picks it wherever it fits
+    return 1e-9  # cheaper than every built-in form: auto picks it for --target onnxruntime wherever it fits
 
 
 FORM = FormSpec(

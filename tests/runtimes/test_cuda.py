@@ -106,3 +106,17 @@ def test_int8_products_are_refused_on_cuda(form):
     model = MODELS["forest"]()
     with pytest.raises(OptionError, match="--matmul float32 or float16"):
         tree2mat.verify(model, tree2mat.convert(model, form=form, matmul="int8"), device="cuda")
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_target_cuda_picks_a_form_that_verifies_on_cuda(name):
+    """``--target cuda`` never picks the TreeEnsemble node (no CUDA kernel) nor int8 products; its
+    pick verifies on the device with every row-touching node there."""
+    model = MODELS[name]()
+    onx = tree2mat.convert(model, target="cuda")
+    form = {p.key: p.value for p in onx.metadata_props}["tree2mat.form"]
+    assert "cuda" in tree2mat.FORMS[form].devices
+    report = tree2mat.verify(model, onx, device="cuda")
+    assert report.passed, report.summary()
+    rows, _ = synthesize(tree2mat.load(model), 9000)
+    assert cuda_cpu_nodes(onx, rows) == []

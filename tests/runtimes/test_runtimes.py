@@ -115,6 +115,26 @@ def test_exact_forms_route_exactly_on_every_runtime(name, form, runtime):
         assert {o.walk for o in flat} == {f"<={meta['tree2mat.walk_rows']} rows", *few}
 
 
+def assert_target_s_pick_verifies(name: str, runtime: str, rows: int = 200) -> None:
+    """``convert --target RUNTIME``'s graph of model ``name``: a form proven there, said in the
+    graph, and verify passes it on that runtime with no warning."""
+    from tree2mat.forms import auto
+
+    onx = tree2mat.convert(fitted(name), target=runtime)
+    meta = {p.key: p.value for p in onx.metadata_props}
+    assert meta["tree2mat.target"] == runtime and auto.runs_on(tree2mat.FORMS[meta["tree2mat.form"]], runtime)
+    report = tree2mat.verify(fitted(name), onx, runtime=runtime, rows=rows)
+    assert report.passed, f"{meta['tree2mat.form']}: {report.summary()}"
+    assert not any("--target" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", *OTHERS])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_each_target_s_pick_verifies_on_its_runtime(name, runtime):
+    needs(runtime)
+    assert_target_s_pick_verifies(name, runtime)
+
+
 @pytest.mark.parametrize(("form", "runtime"), PROVEN)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_graphs_as_shipped_give_the_library_s_outputs(name, form, runtime):

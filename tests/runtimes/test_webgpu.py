@@ -61,6 +61,14 @@ def test_every_model_routes_exactly_on_webgpu(name, runtime):
     assert {f: o for f, o in outcome.items() if not o["passed"]} == {}, f"on {runtime} (the default graph: {default})"
 
 
+@pytest.mark.parametrize("runtime", BROWSER)
+@pytest.mark.parametrize("name", list(MODELS))
+def test_each_target_s_pick_verifies_on_webgpu(name, runtime):
+    from test_runtimes import assert_target_s_pick_verifies
+
+    assert_target_s_pick_verifies(name, runtime, rows=100)
+
+
 def _argmax_after_a_shorter_one() -> onnx.ModelProto:
     """x [2, 62, 3]: ``short``, the ArgMax over axis 1 of its first 47 entries, then ``long``, the
     ArgMax of all 62 (after ``short``: it reads ``short`` times 0), one rank and the same attributes."""

@@ -69,7 +69,7 @@ def build(forest: AttentionForest, options: ConvertOptions, progress: Progress =
     dtype = DTYPES[options.dtype or "float32"]
     own = constant_bytes(forest, dtype) + bytes_per_row(forest, dtype) * auto.BUDGET_ROWS
     if own >= options.max_memory:
-        least = min(auto.estimate(spec, forest.ensemble).memory_bytes for spec in auto.candidates())
+        least = min(auto.estimate(spec, forest.ensemble).memory_bytes for spec in auto.candidates(options.target))
         raise UnsupportedModelError(
             f"the attention needs about {auto.gib(own)} (leaf means of {forest.n_trees} trees x {_max_leaves(forest)} leaves x "
             f"{forest.ensemble.n_features} features, and intermediates for {auto.BUDGET_ROWS} rows), over --max-memory "

@@ -163,6 +163,11 @@ class Stacked:
     linear: tuple[np.ndarray, np.ndarray, np.ndarray] | None  # const [T*L], feature [T*L, P], coef [T*L, P]
 
 
+def tree_levels(ens: Ensemble) -> int:
+    """The levels a walk of every tree takes: every tree's depth (at least 1), summed."""
+    return int(np.maximum(ens.tree_depths(), 1).sum())
+
+
 def padded_sizes(ens: Ensemble) -> tuple[int, int, int]:
     """``(T, I, L)``: trees, and internal nodes and leaves of every tree once padded."""
     return ens.n_trees, max(1, max(t.n_internal for t in ens.trees)), max(t.n_leaves for t in ens.trees)

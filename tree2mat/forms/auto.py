@@ -24,6 +24,12 @@ always there; the matrix forms matter where it does not fit, and at a few rows (
 to 30 trees ``sign`` or ``bitvector`` can be faster at any batch, which the model misses:
 benchmarks/latency_fit_check.json). The constants are the CPU's (no GPU was available to fit CUDA ones): the choice is the
 same on every device.
+
+``--target RUNTIME`` narrows the candidates to the forms exact there (:func:`runs_on`: the
+runtime matrix's claims, ``FormSpec.proven_on``; ``cuda``: the forms whose row work all runs
+on onnxruntime's CUDA provider, ``FormSpec.devices``). Without one, the candidates are the
+portable forms, proven on every runtime of the matrix: a graph that is exact wherever it goes.
+The estimates are onnxruntime's CPU ones for every target (no other runtime's speed is modeled).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import numpy as np
 
 from tree2mat.errors import OptionError, UnsupportedModelError
 from tree2mat.forms import FORMS, FormSpec, _layout
+from tree2mat.forms._spec import ALL_RUNTIMES
 from tree2mat.ir import limits
 from tree2mat.ir.core import Ensemble
 from tree2mat.ir.limits import Declared
@@ -61,10 +68,35 @@ class Choice:
     estimates: tuple[Estimate, ...]
 
 
-def candidates() -> list[FormSpec]:
-    """The forms auto picks from: the exact ones with a cost model, by name (ties go to the
-    first)."""
-    return sorted((spec for spec in FORMS.values() if spec.exact and spec.us_per_row is not None), key=lambda spec: spec.name)
+#: ``--target``'s choices: the runtimes of the runtime matrix, and ``cuda`` (onnxruntime's CUDA
+#: provider).
+TARGETS = (*ALL_RUNTIMES, "cuda")
+
+
+def check_target(target: str | None) -> str | None:
+    """``target`` if it is one of TARGETS (or None: no target); else an OptionError."""
+    if target is not None and target not in TARGETS:
+        raise OptionError(f"--target {target!r}: choose one of {', '.join(TARGETS)}")
+    return target
+
+
+def runs_on(spec: FormSpec, target: str | None) -> bool:
+    """Whether the exact form ``spec`` is proven exact on ``target``: a runtime its spec names
+    in ``proven_on``; ``cuda``, onnxruntime with every row-touching node on the CUDA provider
+    (``devices``); None, every runtime of the matrix (a portable graph)."""
+    if not spec.exact:
+        return False
+    if target is None:
+        return set(ALL_RUNTIMES) <= set(spec.proven_on)
+    if target == "cuda":
+        return "onnxruntime" in spec.proven_on and "cuda" in spec.devices
+    return target in spec.proven_on
+
+
+def candidates(target: str | None = None) -> list[FormSpec]:
+    """The forms auto picks from for ``target`` (None: the portable ones): the exact ones with a
+    cost model that :func:`runs_on` it, by name (ties go to the first)."""
+    return sorted((spec for spec in FORMS.values() if spec.us_per_row is not None and runs_on(spec, target)), key=lambda spec: spec.name)
 
 
 def estimate(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY, batch_hint: int = DEFAULT_BATCH_HINT) -> Estimate:
@@ -94,14 +126,15 @@ def check_batch_hint(batch_hint: int | None) -> int:
     return int(batch_hint)
 
 
-def check_budget(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY) -> None:
+def check_budget(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY, target: str | None = None) -> None:
     """Refuse an explicitly asked form whose graph would need more than ``max_memory`` for
-    BUDGET_ROWS rows, before it is built; the message names an exact form that fits, if any."""
+    BUDGET_ROWS rows, before it is built; the message names an exact form that fits (on
+    ``target``), if any."""
     mine = estimate(spec, ens, max_memory)
     if mine.memory_bytes <= max_memory:
         return
     try:
-        alternative = choose(ens, max_memory) if spec.exact else None
+        alternative = choose(ens, max_memory, target=target) if spec.exact else None
     except UnsupportedModelError:
         alternative = None
     fix = (
@@ -115,11 +148,11 @@ def check_budget(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_ME
     )
 
 
-def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY, batch_hint: int = DEFAULT_BATCH_HINT) -> Choice:
+def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY, batch_hint: int = DEFAULT_BATCH_HINT, target: str | None = None) -> Choice:
     """The exact form auto picks for ``ens`` within ``max_memory`` bytes, for runs of
-    ``batch_hint`` rows, and why."""
+    ``batch_hint`` rows, among those exact on ``target`` (None: the portable forms), and why."""
 
-    estimates = [estimate(spec, ens, max_memory, batch_hint) for spec in candidates()]
+    estimates = [estimate(spec, ens, max_memory, batch_hint) for spec in candidates(check_target(target))]
     fitting = [e for e in estimates if e.fits]
     if not fitting:
         least = min(estimates, key=lambda e: e.memory_bytes)
@@ -130,8 +163,9 @@ def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY, batch_hint: int 
         f"{e.form} {e.us_per_row:.3g} us" if e.fits else f"{e.form} over the memory budget ({gib(e.memory_bytes)})"
         for e in others
     ]
+    where = "every runtime of the matrix" if target is None else target
     reason = (
-        f"fastest exact form in runs of {batch_hint} row{'s' * (batch_hint != 1)} within {gib(max_memory)} for {BUDGET_ROWS} rows: "
+        f"fastest exact form on {where} in runs of {batch_hint} row{'s' * (batch_hint != 1)} within {gib(max_memory)} for {BUDGET_ROWS} rows: "
         f"estimated {best.us_per_row:.3g} us per row on the CPU, {gib(best.memory_bytes)} (vs {'; '.join(parts)})"
     )
     return Choice(best.form, reason, tuple(estimates))

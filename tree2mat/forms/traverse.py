@@ -458,9 +458,7 @@ def constant_limit() -> int:
 PER_LEVEL_US, PER_TREE_US = 0.00324, 0.00192
 
 
-def tree_levels(ens: Ensemble) -> int:
-    """The levels the walk takes: every tree's depth (at least 1), summed."""
-    return int(np.maximum(ens.tree_depths(), 1).sum())
+tree_levels = _layout.tree_levels
 
 
 def us_per_row(ens: Ensemble) -> float:

@@ -299,6 +299,36 @@ def bytes_per_row(ens: Ensemble) -> int:
     return columns * 8 + ens.n_trees * (4 + 8 + 8 * ens.n_outputs) + _layout.input_bytes_per_row(ens)
 
 
+#: Cost model (microseconds; ``benchmarks/form_speed.py --forms treeensemble,traverse``, 13
+#: models, onnxruntime 1.31 on 2 threads: benchmarks/form_speed_treeensemble.json): per tree level,
+#: per tree, per tree whose leaves write their numbers (the node's aggregator keeps one target a
+#: tree), per node of the padded trees (the node's tables outgrow the caches). Rescaled by that
+#: run's traverse times against traverse's own model (x 0.63, the median), so that auto compares
+#: the two on one scale: it then picks the faster of the two on 10 of the 13 models, the other
+#: three within 25 % of each other.
+PER_LEVEL_US, PER_TREE_US, PER_LEAF_NUMBER_TREE_US, PER_NODE_US = 0.00107, 0.00677, 0.0046, 1.77e-5
+#: One row's run (microseconds; the one-row p50s of the same run): per run, per tree level, per
+#: tree of leaf numbers, per node.
+CALL_US, CALL_PER_LEVEL_US, CALL_PER_LEAF_NUMBER_TREE_US, CALL_PER_NODE_US = 22.8, 0.00352, 0.0504, 4.5e-5
+
+
+def _sizes(ens: Ensemble) -> tuple[int, int, int]:
+    """(tree levels, trees writing leaf numbers, nodes of the padded trees), for the default
+    options (the node sums where the library sums in float64)."""
+    T, I, _ = _layout.padded_sizes(ens)
+    return _layout.tree_levels(ens), 0 if sums_in_the_node(ens, GraphOptions()) else ens.n_trees, T * I
+
+
+def us_per_row(ens: Ensemble) -> float:
+    levels, numbered, nodes = _sizes(ens)
+    return PER_LEVEL_US * levels + PER_TREE_US * ens.n_trees + PER_LEAF_NUMBER_TREE_US * numbered + PER_NODE_US * nodes
+
+
+def call_us(ens: Ensemble) -> float:
+    levels, numbered, nodes = _sizes(ens)
+    return CALL_US + CALL_PER_LEVEL_US * levels + CALL_PER_LEAF_NUMBER_TREE_US * numbered + CALL_PER_NODE_US * nodes
+
+
 FORM = FormSpec(
     name="treeensemble",
     build=build,
@@ -307,6 +337,8 @@ FORM = FormSpec(
     constant_bytes=constant_bytes,
     bytes_per_row=bytes_per_row,
     constant_limit=constant_limit,
+    us_per_row=us_per_row,
+    call_us=call_us,
     exit_layout=exit_layout,
     proven_on=PROVEN_ON,
     leaf_twin=leaf_twin,

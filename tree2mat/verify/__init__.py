@@ -19,6 +19,7 @@ graph), :mod:`~tree2mat.verify.checks` (one output against the model's) and
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,7 +31,7 @@ import onnx
 from tree2mat import attention, pipelines
 from tree2mat.attention import graph as attention_graph
 from tree2mat.data import ArrayRows, Rows, check_header_option, open_rows, read_chunks
-from tree2mat.errors import DataError, OptionError, VerificationError
+from tree2mat.errors import DataError, OptionError, TargetWarning, VerificationError
 from tree2mat.forms import FORMS
 from tree2mat.ir import evaluate
 from tree2mat.onnx_io import needs_external_data
@@ -132,6 +133,9 @@ def verify(
     # (a graph that walks small batches another way: every row every way, one report line each)
     graphs, walk_note = walks(onx_run, chunk)
     notes = _notes(meta, subject, leaf_ids is not None, walk_note)
+    if (elsewhere := _target_elsewhere(meta, runtime, devices)) is not None:
+        warnings.warn(TargetWarning(elsewhere), stacklevel=2)
+        notes.append(elsewhere)
     atol_v = _default_atol(subject, meta.get("tree2mat.arithmetic", "float64")) if atol is None else atol
     forest = attention.as_forest(subject.model)
     checks = _Checks(
@@ -237,6 +241,21 @@ def _chunk_rows(meta: dict[str, str], subject: Subject) -> tuple[int, int]:
         per_row += attention_graph.bytes_per_row(forest, np.dtype(np.float64))
     chunk = max(1, min(65536, CHUNK_BYTES // max(per_row, 1)))
     return chunk, max(1, min(chunk, DATA_CHUNK_BYTES // (8 * subject.n_features)))
+
+
+def _target_elsewhere(meta: dict[str, str], runtime: str, devices: list[str]) -> str | None:
+    """What to say when the graph was built for another runtime (``tree2mat.target``) than the
+    one it is proved on (``cuda``: onnxruntime's CUDA provider), else None."""
+    target = meta.get("tree2mat.target")
+    on = {f"{runtime} ({d})" if runtime == "onnxruntime" else runtime for d in devices}
+    proved = {"cuda" if (runtime == "onnxruntime" and d == "cuda") else runtime for d in devices}
+    if target is None or target in proved:
+        return None
+    how = "--device cuda" if target == "cuda" else f"--runtime {target}"
+    return (
+        f"the graph was built for --target {target} but is proved here on {', '.join(sorted(on))}: this proves it there, "
+        f"not on {target}; verify with {how} where it will run"
+    )
 
 
 def _notes(meta: dict[str, str], subject: Subject, routing: bool, walk_note: str | None) -> list[str]:

@@ -1,0 +1,132 @@
+"""``--target RUNTIME``: auto picks among the forms proven exact on that runtime (the runtime
+matrix's claims, ``FormSpec.proven_on``; ``cuda``: ``FormSpec.devices``), an explicit form not
+proven there is refused, the graph says its target, and verify warns when it proves the graph
+elsewhere. Without a target the graph is the portable one it always was. (That each target's
+pick verifies on its runtime: tests/runtimes/test_runtimes.py, test_webgpu.py, test_cuda.py.)"""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+from sklearn.datasets import load_breast_cancer
+
+import tree2mat
+from tree2mat.cli import main
+from tree2mat.errors import OptionError, TargetWarning
+from tree2mat.forms import FORMS, auto
+from tree2mat.forms._spec import ALL_RUNTIMES
+
+X, Y = load_breast_cancer(return_X_y=True)
+
+
+def _meta(onx: onnx.ModelProto) -> dict[str, str]:
+    return {p.key: p.value for p in onx.metadata_props}
+
+
+@pytest.fixture(scope="module")
+def booster():
+    import lightgbm
+
+    return lightgbm.LGBMClassifier(n_estimators=60, verbose=-1).fit(X, Y)
+
+
+def test_without_a_target_auto_keeps_to_the_forms_exact_on_every_runtime(booster):
+    portable = {s.name for s in auto.candidates()}
+    assert portable and all(set(FORMS[f].proven_on) >= set(ALL_RUNTIMES) for f in portable)
+    assert "treeensemble" not in portable
+    onx = tree2mat.convert(booster)
+    assert _meta(onx)["tree2mat.form"] in portable and "tree2mat.target" not in _meta(onx)
+    assert "fastest exact form on every runtime of the matrix" in _meta(onx)["tree2mat.auto"]
+
+
+@pytest.mark.parametrize("target", auto.TARGETS)
+def test_each_target_s_candidates_are_the_forms_proven_there(target):
+    names = {s.name for s in auto.candidates(target)}
+    assert names, f"no form for --target {target}"
+    for name in names:
+        spec = FORMS[name]
+        assert spec.exact and ("cuda" in spec.devices if target == "cuda" else target in spec.proven_on)
+    # the ai.onnx.ml node: onnxruntime (CPU, Node.js, wasm) only, and no CUDA kernel
+    assert ("treeensemble" in names) == (target in FORMS["treeensemble"].proven_on and target != "cuda")
+    assert ("treeensemble" in names) == (target in ("onnxruntime", "reference", "onnxruntime-node", "onnxruntime-web"))
+
+
+def test_on_onnxruntime_the_node_is_picked_where_it_is_estimated_fastest(booster):
+    """A LightGBM booster sums in float64: its node sums, measured faster than the walk
+    (benchmarks/form_speed_treeensemble.json), and auto picks it for onnxruntime."""
+    onx = tree2mat.convert(booster, target="onnxruntime")
+    meta = _meta(onx)
+    assert meta["tree2mat.form"] == "treeensemble" and meta["tree2mat.target"] == "onnxruntime"
+    assert "fastest exact form on onnxruntime" in meta["tree2mat.auto"]
+    assert tree2mat.verify(booster, onx, rows=500).passed
+    # the portable graph of the same model is not the node
+    assert _meta(tree2mat.convert(booster))["tree2mat.form"] != "treeensemble"
+
+
+@pytest.mark.parametrize("target", ["openvino", "tract", "iree", "webgpu", "cuda"])
+def test_where_the_node_is_not_proven_it_is_never_picked(booster, target):
+    estimates = auto.choose(tree2mat.load(booster), target=target).estimates
+    assert "treeensemble" not in {e.form for e in estimates}
+
+
+def test_an_unknown_target_is_refused_naming_the_choices(booster):
+    with pytest.raises(OptionError, match=r"--target 'onnx': choose one of onnxruntime, reference, .* cuda"):
+        tree2mat.convert(booster, target="onnx")
+
+
+def test_an_explicit_form_not_proven_on_the_target_is_refused(booster):
+    with pytest.raises(OptionError, match=r"--form treeensemble is not proven exact on openvino .* sign, bitvector"):
+        tree2mat.convert(booster, form="treeensemble", target="openvino")
+    with pytest.raises(OptionError, match="--matmul int8 is refused on --target cuda"):
+        tree2mat.convert(booster, form="sign", matmul="int8", target="cuda")
+    onx = tree2mat.convert(booster, form="sign", target="openvino")  # proven there: kept, and said
+    assert _meta(onx)["tree2mat.target"] == "openvino"
+
+
+def test_the_command_line_converts_for_a_target_and_verify_warns_elsewhere(booster, tmp_path, capsys):
+    model = tmp_path / "model.txt"  # (LightGBM's own model text)
+    booster.booster_.save_model(str(model))
+    out = tmp_path / "model.onnx"
+    assert main(["convert", str(model), "-o", str(out), "--target", "onnxruntime", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["target"] == "onnxruntime" and info["form"] == "treeensemble"
+    # proved on onnxruntime: no warning
+    assert main(["verify", str(model), str(out), "--rows", "300"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    # proved on the reference evaluator: proved there, and a one-line warning says it is not the target
+    assert main(["verify", str(model), str(out), "--rows", "300", "--runtime", "reference", "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    line = "tree2mat: warning: the graph was built for --target onnxruntime but is proved here on reference"
+    assert captured.err.count(line) == 1 and "verify with --runtime onnxruntime" in captured.err
+    assert any(n.startswith("the graph was built for --target onnxruntime") for n in json.loads(captured.out)["notes"])
+    assert main(["convert", str(model), "-o", str(tmp_path / "x.onnx"), "--target", "nope"]) == 2
+    assert "--target 'nope': choose one of" in capsys.readouterr().err
+
+
+def test_verify_warns_through_python_warnings(booster):
+    onx = tree2mat.convert(booster, form="traverse", target="openvino")
+    with pytest.warns(TargetWarning, match="built for --target openvino but is proved here on onnxruntime \\(cpu\\)"):
+        report = tree2mat.verify(booster, onx, rows=200)
+    assert report.passed
+
+
+def test_inspect_says_what_auto_would_pick_for_a_target(booster, tmp_path, capsys):
+    model = tmp_path / "model.txt"  # (LightGBM's own model text)
+    booster.booster_.save_model(str(model))
+    assert main(["inspect", str(model), "--format", "json", "--target", "onnxruntime"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["auto"]["form"] == "treeensemble" and info["auto"]["target"] == "onnxruntime"
+    assert main(["inspect", str(model), "--format", "json", "--target", "tract"]) == 0
+    assert json.loads(capsys.readouterr().out)["auto"]["form"] != "treeensemble"
+
+
+def test_bench_times_the_target_s_pick(booster):
+    from tree2mat.bench import bench
+
+    report = bench(booster, rows=2000, batches=(1, 2000), use_peers=False, repeat=1, target="onnxruntime")
+    ours = [c for c in report.contenders if c.kind == "tree2mat"]
+    assert [c.name for c in ours] == ["tree2mat auto (treeensemble)"] and ours[0].mismatched_rows == 0
+    with pytest.raises(OptionError, match="--target tells --form auto"):
+        bench(booster, rows=100, forms=("traverse",), use_peers=False, target="onnxruntime")
