@@ -5,9 +5,9 @@ Each model is converted with every exact form and variant; each graph scores the
 rows (onnxruntime, CPU, ``--threads`` intra-op threads, best of ``--repeat`` runs after a warm-up).
 The output table says, per model, the measured time of each variant, which variant was fastest,
 and what auto picked; ``--fit`` prints least-squares constants for auto's cost model. The
-``treeensemble`` form (one onnxruntime node, so its one-row run is timed too: p50 of 200 runs)
-is fitted per tree level and per tree, plus per tree where the node writes leaf numbers instead
-of summing (``treeensemble.sums_in_the_node``).
+``treeensemble`` form (one onnxruntime node, so its one-row run is timed too, next to traverse's:
+p50 of 200 runs) is fitted per tree level, per tree and per node, apart where the node sums and where it writes
+leaf numbers (``treeensemble.sums_in_the_node``).
 
     python benchmarks/form_speed.py --out form_speed.json
 """
@@ -32,7 +32,7 @@ from tree2mat.forms import FORMS, _exact, _graph, _layout, auto, traverse, treee
 def models(seed: int):
     import lightgbm as lgb
     import xgboost as xgb
-    from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
+    from sklearn.ensemble import GradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor
 
     return {
         "sklearn GBR depth 3 x 100": lambda: GradientBoostingRegressor(n_estimators=100, max_depth=3, random_state=seed),
@@ -48,6 +48,11 @@ def models(seed: int):
         "LightGBM 255 leaves x 100": lambda: lgb.LGBMRegressor(n_estimators=100, num_leaves=255, random_state=seed, verbose=-1),
         "sklearn RF depth 14 x 100": lambda: RandomForestRegressor(100, max_depth=14, random_state=seed, n_jobs=2),
         "LightGBM 15 leaves x 20": lambda: lgb.LGBMRegressor(n_estimators=20, num_leaves=15, random_state=seed, verbose=-1),
+        # classifiers (the target binned into classes): per-class trees, class fractions per leaf
+        "XGBoost 5 classes depth 6 x 100": lambda: xgb.XGBClassifier(n_estimators=100, max_depth=6, random_state=seed),
+        "XGBoost binary depth 6 x 100": lambda: xgb.XGBClassifier(n_estimators=100, max_depth=6, random_state=seed),
+        "sklearn RF classifier depth 8 x 100": lambda: RandomForestClassifier(100, max_depth=8, random_state=seed, n_jobs=2),
+        "LightGBM 3 classes 31 leaves x 100": lambda: lgb.LGBMClassifier(n_estimators=100, num_leaves=31, random_state=seed, verbose=-1),
     }
 
 
@@ -94,8 +99,15 @@ def main() -> int:
     rows = X[:10_000]
     variants = [(f, m) for f in args.forms.split(",") for m in FORMS[f].matmul]
     results = []
+    from sklearn.base import is_classifier
+
     for name, make in models(args.seed).items():
-        model = make().fit(X, y)
+        model = make()
+        if is_classifier(model):  # (the target in as many classes as the name says: quantile bins)
+            classes = 5 if "5 classes" in name else 3 if "3 classes" in name else 2
+            model.fit(X, np.digitize(y, np.quantile(y, np.linspace(0, 1, classes + 1)[1:-1])))
+        else:
+            model.fit(X, y)
         ens = tree2mat.load(model)
         T, I, L = _layout.padded_sizes(ens)
         depth = ens.max_depth()
@@ -104,11 +116,12 @@ def main() -> int:
                  "nodes": nodes, "products": products, "us_per_row": {},
                  "estimate_us": {f: FORMS[f].us_per_row(ens) for f in FORMS if FORMS[f].exact and FORMS[f].us_per_row is not None},
                  "sums": treeensemble.sums_in_the_node(ens, _graph.GraphOptions()), "p50_one_row_us": {},
+                 "estimate_call_us": {f: FORMS[f].call_us(ens) for f in FORMS if FORMS[f].exact and FORMS[f].call_us is not None},
                  "auto": auto.choose(ens).form}
         for form, matmul in variants:
             onx = tree2mat.convert(model, form=form, matmul=matmul)
             entry["us_per_row"][f"{form}/{matmul}"] = time_graph(onx, rows, args.threads, args.repeat)
-            if form == "treeensemble":
+            if form in ("treeensemble", "traverse"):
                 entry["p50_one_row_us"][form] = one_row_p50(onx, rows, args.threads)
         entry["fastest"] = min(entry["us_per_row"], key=entry["us_per_row"].get)  # (of those timed)
         results.append(entry)
@@ -152,14 +165,27 @@ def fit(results: list[dict]) -> str:
     out.append(f"traverse: per tree level {c:.3g} us, per tree {d:.3g} us")
     if "treeensemble/float32" not in results[0]["us_per_row"]:
         return "\n".join(out)
-    A = np.asarray([[r["levels"], r["T"], r["T"] * (not r["sums"])] for r in results], float)
-    t = np.asarray([r["us_per_row"]["treeensemble/float32"] for r in results])
-    (c, d, e), *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)
-    out.append(f"treeensemble: per tree level {c:.3g} us, per tree {d:.3g} us, per tree of leaf numbers {e:.3g} us")
-    A1 = np.c_[np.ones(len(results)), A]
-    t1 = np.asarray([r["p50_one_row_us"]["treeensemble"] for r in results])
-    coef, *_ = np.linalg.lstsq(A1 / t1[:, None], np.ones_like(t1), rcond=None)
-    out.append("treeensemble one row: " + ", ".join(f"{n} {v:.3g} us" for n, v in zip(("per run", "per tree level", "per tree", "per tree of leaf numbers"), coef)))
+    # treeensemble: non-negative least squares, relative error; per row on traverse's scale (this
+    # run's traverse times against traverse's model, the median ratio), one model where the node
+    # sums and one where it writes leaf numbers; one row as measured, classifiers apart (their head)
+    from scipy.optimize import nnls
+
+    scale = float(np.median([r["estimate_us"]["traverse"] / r["us_per_row"]["traverse/float32"] for r in results]))
+    out.append(f"treeensemble, on traverse's scale (x {scale:.3g}):")
+    for sums in (True, False):
+        sub = [r for r in results if r["sums"] == sums]
+        if sub:
+            A = np.asarray([[r["levels"], r["T"], r["T"] * r["I"]] for r in sub], float)
+            t = np.asarray([r["us_per_row"]["treeensemble/float32"] for r in sub]) * scale
+            coef, _ = nnls(A / t[:, None], np.ones_like(t))
+            out.append(f"  {'sums' if sums else 'leaf numbers'}: per tree level {coef[0]:.3g} us, per tree {coef[1]:.3g} us, per node {coef[2]:.3g} us")
+    A1 = np.asarray([[1, ("class" in r["model"]) or ("binary" in r["model"]), r["levels"], r["T"] * (not r["sums"]), r["T"] * r["I"]]
+                     for r in results], float)
+    one = float(np.median([r["estimate_call_us"]["traverse"] / r["p50_one_row_us"]["traverse"] for r in results]))
+    t1 = np.asarray([r["p50_one_row_us"]["treeensemble"] for r in results]) * one
+    coef, _ = nnls(A1 / t1[:, None], np.ones_like(t1))
+    names = ("per run", "per classifier run", "per tree level", "per tree of leaf numbers", "per node")
+    out.append(f"  one row, on traverse's one-row scale (x {one:.3g}): " + ", ".join(f"{n} {v:.3g} us" for n, v in zip(names, coef)))
     return "\n".join(out)
 
 

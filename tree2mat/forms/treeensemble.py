@@ -33,7 +33,7 @@ from tree2mat.errors import ModelFileError
 from tree2mat.forms import _exact, _layout
 from tree2mat.forms._graph import ML5_MIN_OPSET, ML_DOMAIN, GraphBuilder, GraphOptions, prune
 from tree2mat.forms._spec import FormSpec
-from tree2mat.ir.core import Ensemble
+from tree2mat.ir.core import Ensemble, Task
 
 #: Where the form is proven (the runtime matrix): the runtimes with ``ai.onnx.ml`` tree ensemble
 #: kernels. OpenVINO, tract and IREE refuse the domain.
@@ -299,34 +299,36 @@ def bytes_per_row(ens: Ensemble) -> int:
     return columns * 8 + ens.n_trees * (4 + 8 + 8 * ens.n_outputs) + _layout.input_bytes_per_row(ens)
 
 
-#: Cost model (microseconds; ``benchmarks/form_speed.py --forms treeensemble,traverse``, 13
-#: models, onnxruntime 1.31 on 2 threads: benchmarks/form_speed_treeensemble.json): per tree level,
-#: per tree, per tree whose leaves write their numbers (the node's aggregator keeps one target a
-#: tree), per node of the padded trees (the node's tables outgrow the caches). Rescaled by that
-#: run's traverse times against traverse's own model (x 0.63, the median), so that auto compares
-#: the two on one scale: it then picks the faster of the two on 10 of the 13 models, the other
-#: three within 25 % of each other.
-PER_LEVEL_US, PER_TREE_US, PER_LEAF_NUMBER_TREE_US, PER_NODE_US = 0.00107, 0.00677, 0.0046, 1.77e-5
-#: One row's run (microseconds; the one-row p50s of the same run): per run, per tree level, per
-#: tree of leaf numbers, per node.
-CALL_US, CALL_PER_LEVEL_US, CALL_PER_LEAF_NUMBER_TREE_US, CALL_PER_NODE_US = 22.8, 0.00352, 0.0504, 4.5e-5
+#: Cost model per row (microseconds; ``benchmarks/form_speed.py --forms treeensemble,traverse
+#: --fit``, 17 models, onnxruntime 1.31 on 2 threads: benchmarks/form_speed_treeensemble.json):
+#: per tree level, per tree, per node of the padded trees (the node's tables outgrow the caches),
+#: one set where the node sums and one where its leaves write their numbers (one target a tree).
+#: On traverse's scale (that run's traverse times against traverse's own model, x 0.83 the
+#: median), so that auto compares the two: it then picks the faster of the two on 16 of the 17
+#: models at 10 000 rows.
+PER_ROW_US = {True: (0.00124, 0.00679, 2.41e-5), False: (0.00176, 0.0109, 4.71e-5)}
+#: One row's run (microseconds; the one-row p50s of the same run, on traverse's latency model's
+#: scale likewise, x 0.42): per run, per run of a classifier (its head), per tree level, per tree
+#: of leaf numbers, per node. Against traverse's: the faster of the two at one row on 16 of 17.
+CALL_US, CLASSIFIER_CALL_US, CALL_PER_LEVEL_US, CALL_PER_LEAF_NUMBER_TREE_US, CALL_PER_NODE_US = 5.58, 11.6, 0.00467, 0.0289, 2.61e-5
 
 
-def _sizes(ens: Ensemble) -> tuple[int, int, int]:
-    """(tree levels, trees writing leaf numbers, nodes of the padded trees), for the default
-    options (the node sums where the library sums in float64)."""
+def _sizes(ens: Ensemble) -> tuple[bool, int, int]:
+    """(whether the node sums, for the default options; tree levels; nodes of the padded trees)."""
     T, I, _ = _layout.padded_sizes(ens)
-    return _layout.tree_levels(ens), 0 if sums_in_the_node(ens, GraphOptions()) else ens.n_trees, T * I
+    return sums_in_the_node(ens, GraphOptions()), _layout.tree_levels(ens), T * I
 
 
 def us_per_row(ens: Ensemble) -> float:
-    levels, numbered, nodes = _sizes(ens)
-    return PER_LEVEL_US * levels + PER_TREE_US * ens.n_trees + PER_LEAF_NUMBER_TREE_US * numbered + PER_NODE_US * nodes
+    sums, levels, nodes = _sizes(ens)
+    per_level, per_tree, per_node = PER_ROW_US[sums]
+    return per_level * levels + per_tree * ens.n_trees + per_node * nodes
 
 
 def call_us(ens: Ensemble) -> float:
-    levels, numbered, nodes = _sizes(ens)
-    return CALL_US + CALL_PER_LEVEL_US * levels + CALL_PER_LEAF_NUMBER_TREE_US * numbered + CALL_PER_NODE_US * nodes
+    sums, levels, nodes = _sizes(ens)
+    return (CALL_US + CLASSIFIER_CALL_US * (ens.task is Task.CLASSIFICATION) + CALL_PER_LEVEL_US * levels
+            + CALL_PER_LEAF_NUMBER_TREE_US * ens.n_trees * (not sums) + CALL_PER_NODE_US * nodes)
 
 
 FORM = FormSpec(
