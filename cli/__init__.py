@@ -41,7 +41,7 @@ import typer  # noqa: E402
 
 from tree2mat import __version__  # noqa: E402
 from tree2mat._files import atomic_write, check_name, check_outputs  # noqa: E402
-from tree2mat.errors import OptionError, Tree2MatError, Tree2MatWarning  # noqa: E402
+from tree2mat.errors import OptionError, TargetWarning, Tree2MatError, Tree2MatWarning  # noqa: E402
 
 FORMAT_CHOICES = ("text", "json", "npz")
 
@@ -77,12 +77,15 @@ def _runtimes_help() -> str:
     return "; ".join(f"{name}: {spec.summary}" for name, spec in RUNTIMES.items())
 
 
-TARGET_HELP = (
-    "The runtime the graph is for: a runtime of verify --runtime (onnxruntime, reference, openvino, tract, iree, "
-    "onnxruntime-node, onnxruntime-web, webgpu, webgpu-jsep) or cuda (onnxruntime's CUDA provider). --form auto then "
-    "picks the fastest form proven exact there (on onnxruntime, node and wasm that can be treeensemble: one ai.onnx.ml "
-    "node); default: a portable graph, exact on every runtime."
-)
+def _target_help() -> str:
+    from tree2mat.forms.auto import TARGETS
+
+    return (
+        f"The runtime the graph is for: {', '.join(TARGETS[:-1])} (as verify --runtime) or cuda (onnxruntime's CUDA "
+        "provider). --form auto then picks the fastest form proven exact there (the runtime matrix; on onnxruntime, "
+        "its Node.js and WebAssembly builds and the reference evaluator that can be treeensemble, one ai.onnx.ml node, "
+        "its speed estimated as on onnxruntime's CPU); default: a portable graph, exact on every runtime."
+    )
 
 
 def _forms_help() -> str:
@@ -104,7 +107,7 @@ def convert(
     batch_hint: int | None = typer.Option(None, "--batch-hint", help="--form auto: rows per run the graph will mostly see (default 10000); auto picks the form fastest for such runs (1: latency, where the operators' overhead counts most)."),
     temperature: float | None = typer.Option(None, "--temperature", help="soft/softmax forms: temperature, in input-feature units (default 1); the graph is exact only as it goes to 0."),
     matmul: str = typer.Option("float32", "--matmul", help="sign/bitvector forms: element type of the path-matching MatMul: float32, float16 or int8 (MatMulInteger); exact in each."),
-    target: str | None = typer.Option(None, "--target", help=TARGET_HELP + " Recorded in the graph (metadata tree2mat.target)."),
+    target: str | None = typer.Option(None, "--target", help=_target_help() + " Recorded in the graph (metadata tree2mat.target)."),
     json_out: bool = typer.Option(False, "--json", help="Print what was written as one JSON object on stdout (path, form, sizes, opset, inputs, outputs, ...) instead of the sentence."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the steps of a convert that takes over a second on stderr (a bar on a terminal, a line per step otherwise)."),
 ) -> None:
@@ -208,7 +211,9 @@ def verify(
     _check_output("--json", json_out)
     check_outputs({"--json": json_out}, {"MODEL": model, "ONNX": onnx_file, "--data": data,
                                          **{f"its data file {p.name}": p for p in data_files(onnx_file)}})
-    with _libraries_to_stderr(), _Progress("verify", enabled=progress and data is not None) as shown:
+    with _libraries_to_stderr(), _Progress("verify", enabled=progress and data is not None) as shown, warnings.catch_warnings():
+        if json_out is None or str(json_out) != "-":  # (the text report says it in a note: once is enough)
+            warnings.simplefilter("ignore", TargetWarning)
         report = tree2mat.verify(model, onnx_file, data, header=header, device=device, rows=rows, atol=atol, rtol=rtol, seed=seed,
                                  progress=shown.update, runtime=runtime, foreign_graph=foreign_graph,
                                  timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout)

@@ -63,6 +63,8 @@ class ConvertOptions:
             raise OptionError(f"--max-memory must be positive, got {budget}")
         spec = None if form == AUTO else check_form(form)
         auto.check_target(target)
+        if spec is not None and target is not None and not spec.exact:
+            raise OptionError(f"--target picks among the exact forms; {spec.name} is an approximation on every runtime: leave out --target")
         if spec is not None and target is not None and not auto.runs_on(spec, target):
             there = ", ".join(s.name for s in FORMS.values() if auto.runs_on(s, target))
             raise OptionError(
@@ -108,17 +110,17 @@ def build_graph(
     an exact form's head in place of the model's (see :attr:`GraphOptions.head`); ``ml_opset``:
     the newest ai.onnx.ml version the graph may import."""
     reason = None
-    if options.form is None:
-        choice = auto.choose(ens, options.max_memory, options.batch_hint, options.target)
-        spec, reason = FORMS[choice.form], choice.reason
-    else:
-        spec = options.form
-        auto.check_budget(spec, ens, options.max_memory, options.target)
     opts = GraphOptions(
         dtype=DTYPES[options.dtype or "float32"], opset=DEFAULT_OPSET if options.opset is None else options.opset,
         raw=options.raw, leaves=options.leaves, temperature=options.temperature, matmul=options.matmul, head=head,
         ml_opset=ml_opset,
     )
+    if options.form is None:
+        choice = auto.choose(ens, options.max_memory, options.batch_hint, options.target, opts)
+        spec, reason = FORMS[choice.form], choice.reason
+    else:
+        spec = options.form
+        auto.check_budget(spec, ens, options.max_memory, options.target)
     progress(f"building the {spec.name} graph of {ens.n_trees} trees")
     model = spec.build(ens, opts)
     stamp(model, {

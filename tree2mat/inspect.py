@@ -82,5 +82,5 @@ def summary(ens: Ensemble, max_memory: int = auto.DEFAULT_MAX_MEMORY, batch_hint
         choice = auto.choose(ens, max_memory, batch_hint, target)
         info["auto"] = {"form": choice.form, "reason": choice.reason, "batch_hint": batch_hint, "target": target}
     except Tree2MatError as exc:
-        info["auto"] = {"form": None, "reason": str(exc)}
+        info["auto"] = {"form": None, "reason": str(exc), "batch_hint": batch_hint, "target": target}
     return info

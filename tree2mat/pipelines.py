@@ -375,7 +375,7 @@ def convert_pipeline(pipeline: Any, options: ConvertOptions, progress: Progress 
         "tree2mat.n_features": str(n_features(pipeline)),
         "tree2mat.raw": "0",
         "tree2mat.exact": str(int(all(FORMS[f].exact for f in forms))),
-        **{key: value for step in steps for key, value in step.items() if key in ("tree2mat.auto", "tree2mat.matmul", "tree2mat.temperature")},
+        **{key: value for step in steps for key, value in step.items() if key in ("tree2mat.auto", "tree2mat.matmul", "tree2mat.temperature", "tree2mat.target")},
         # verify checks the routing of the last step (it has scikit-learn's rows for it)
         **({key: steps[-1][key] for key in ("tree2mat.leaf_tensor", "tree2mat.leaf_twin", "tree2mat.exit_layout") if key in steps[-1]}
            if len(steps) == 1 else {}),

@@ -94,17 +94,25 @@ def _failed(runtime: str, what: str, exc: BaseException) -> VerificationError:
 CUDA_REFUSED = {"MatMulInteger": "int8 products (--matmul int8)"}
 
 
-def check_cuda_operators(model: onnx.ModelProto) -> None:
-    """An OptionError naming the first operator of ``model`` in ``CUDA_REFUSED``, if any."""
+def cuda_refusal(model: onnx.ModelProto) -> str | None:
+    """Why ``model`` is refused on onnxruntime's CUDA provider (its first operator in
+    ``CUDA_REFUSED``), or None."""
     from tree2mat.forms._graph import all_nodes
 
     found = {n.op_type for n in all_nodes(model.graph)} & CUDA_REFUSED.keys()
-    if found:
-        op = min(found)
-        raise OptionError(
-            f"--device cuda: the graph's {CUDA_REFUSED[op]} fail on onnxruntime's CUDA provider at some batch sizes, "
-            f"one row among them (cuBLAS refuses {op}'s shapes); convert with --matmul float32 or float16 for a GPU"
-        )
+    if not found:
+        return None
+    op = min(found)
+    return (
+        f"--device cuda: the graph's {CUDA_REFUSED[op]} fail on onnxruntime's CUDA provider at some batch sizes, "
+        f"one row among them (cuBLAS refuses {op}'s shapes); convert with --matmul float32 or float16 for a GPU"
+    )
+
+
+def check_cuda_operators(model: onnx.ModelProto) -> None:
+    """An OptionError saying why ``model`` is refused on CUDA (:func:`cuda_refusal`), if it is."""
+    if (why := cuda_refusal(model)) is not None:
+        raise OptionError(why)
 
 
 def ort_session(model: onnx.ModelProto, opts: object, device: str = "cpu") -> Any:

@@ -101,6 +101,10 @@ def test_the_command_line_converts_for_a_target_and_verify_warns_elsewhere(boost
     line = "tree2mat: warning: the graph was built for --target onnxruntime but is proved here on reference"
     assert captured.err.count(line) == 1 and "verify with --runtime onnxruntime" in captured.err
     assert any(n.startswith("the graph was built for --target onnxruntime") for n in json.loads(captured.out)["notes"])
+    # the text report: the note, and no warning line besides
+    assert main(["verify", str(model), str(out), "--rows", "300", "--runtime", "reference"]) == 0
+    captured = capsys.readouterr()
+    assert "note: the graph was built for --target onnxruntime" in captured.out and "warning" not in captured.err
     assert main(["convert", str(model), "-o", str(tmp_path / "x.onnx"), "--target", "nope"]) == 2
     assert "--target 'nope': choose one of" in capsys.readouterr().err
 
@@ -130,3 +134,45 @@ def test_bench_times_the_target_s_pick(booster):
     assert [c.name for c in ours] == ["tree2mat auto (treeensemble)"] and ours[0].mismatched_rows == 0
     with pytest.raises(OptionError, match="--target tells --form auto"):
         bench(booster, rows=100, forms=("traverse",), use_peers=False, target="onnxruntime")
+
+
+def test_the_node_is_priced_as_the_graph_it_builds():
+    """--leaves, or a pipeline (skl2onnx: ml opset 3), make the node write leaf numbers, which
+    costs more than the node that sums: auto prices that node, and here takes the walk."""
+    import lightgbm
+    from sklearn.datasets import make_classification
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    Xc, yc = make_classification(2000, 10, random_state=0)
+    model = lightgbm.LGBMClassifier(n_estimators=100, max_depth=6, verbose=-1).fit(Xc, yc)
+    assert _meta(tree2mat.convert(model, target="onnxruntime"))["tree2mat.form"] == "treeensemble"
+    leaves = _meta(tree2mat.convert(model, target="onnxruntime", leaves=True))
+    assert leaves["tree2mat.form"] == "traverse" and "treeensemble" in leaves["tree2mat.auto"]
+    pipeline = make_pipeline(StandardScaler(), model).fit(Xc, yc)
+    onx = tree2mat.convert(pipeline, target="onnxruntime")
+    assert _meta(onx)["tree2mat.form"] == "traverse" and _meta(onx)["tree2mat.target"] == "onnxruntime"
+    assert tree2mat.verify(pipeline, onx, Xc[:300]).passed
+
+
+def test_a_soft_form_with_a_target_is_refused():
+    with pytest.raises(OptionError, match="--target picks among the exact forms; soft is an approximation"):
+        tree2mat.convert(_toy_forest(), form="soft", target="onnxruntime")
+
+
+def _toy_forest():
+    from sklearn.ensemble import RandomForestClassifier
+
+    return RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0).fit(X, Y)
+
+
+def test_the_warning_s_advice_names_what_differs():
+    from tree2mat.verify import _target_elsewhere
+
+    meta = {"tree2mat.target": "onnxruntime"}
+    assert _target_elsewhere(meta, "onnxruntime", ["cpu"]) is None
+    assert _target_elsewhere(meta, "onnxruntime", ["cpu", "cuda"]) is None
+    assert "verify with --device cpu" in _target_elsewhere(meta, "onnxruntime", ["cuda"])
+    assert "verify with --runtime onnxruntime" in _target_elsewhere(meta, "tract", ["cpu"])
+    assert "verify with --device cuda" in _target_elsewhere({"tree2mat.target": "cuda"}, "onnxruntime", ["cpu"])
+    assert _target_elsewhere({}, "tract", ["cpu"]) is None

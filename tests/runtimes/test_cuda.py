@@ -104,8 +104,13 @@ def test_int8_products_are_refused_on_cuda(form):
     from tree2mat.errors import OptionError
 
     model = MODELS["forest"]()
+    graph = tree2mat.convert(model, form=form, matmul="int8")
     with pytest.raises(OptionError, match="--matmul float32 or float16"):
-        tree2mat.verify(model, tree2mat.convert(model, form=form, matmul="int8"), device="cuda")
+        tree2mat.verify(model, graph, device="cuda")
+    # --device all: proved on the CPU, and the report says why not on CUDA
+    report = tree2mat.verify(model, graph, device="all", rows=500)
+    assert report.passed and report.devices == ["cpu"]
+    assert any(n.startswith("not run on cuda: the graph's int8 products") for n in report.notes)
 
 
 @pytest.mark.parametrize("name", list(MODELS))

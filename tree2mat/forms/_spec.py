@@ -53,6 +53,10 @@ class FormSpec:
     #: Estimated CPU time of one run of b rows, microseconds, where the form knows better than
     #: ``call_us + (b - 1) us_per_row`` (traverse: the walk its graph takes at b rows).
     run_us: Callable[[Ensemble, int], float] | None = None
+    #: Whether ``us_per_row`` and ``call_us`` take the graph's options as a keyword (``opts=``, a
+    #: :class:`GraphOptions`; None: the defaults), for a form whose graph, and so its cost,
+    #: changes with them (``treeensemble``: its node sums or writes leaf numbers).
+    cost_takes_options: bool = False
     #: Element types its path-matching MatMul can run in (``--matmul``); exact forms only.
     matmul: tuple[str, ...] = ("float32",)
     #: Exact forms: ``exit_layout(ens, dtype)``, the ``(order, slots, index_dtype)`` of the exit

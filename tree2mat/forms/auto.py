@@ -41,6 +41,7 @@ import numpy as np
 
 from tree2mat.errors import OptionError, UnsupportedModelError
 from tree2mat.forms import FORMS, FormSpec, _layout
+from tree2mat.forms._graph import GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES
 from tree2mat.ir import limits
 from tree2mat.ir.core import Ensemble
@@ -99,9 +100,13 @@ def candidates(target: str | None = None) -> list[FormSpec]:
     return sorted((spec for spec in FORMS.values() if spec.us_per_row is not None and runs_on(spec, target)), key=lambda spec: spec.name)
 
 
-def estimate(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY, batch_hint: int = DEFAULT_BATCH_HINT) -> Estimate:
-    """The form's estimated time per row in runs of ``batch_hint`` rows, its memory (constants
-    + BUDGET_ROWS rows), and whether it fits ``max_memory``."""
+def estimate(
+    spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY, batch_hint: int = DEFAULT_BATCH_HINT,
+    opts: GraphOptions | None = None,
+) -> Estimate:
+    """The form's estimated time per row in runs of ``batch_hint`` rows (its graph under
+    ``opts``, where its cost depends on them; None: the defaults), its memory (constants +
+    BUDGET_ROWS rows), and whether it fits ``max_memory``."""
     constants = spec.constant_bytes(ens)
     memory = constants + spec.bytes_per_row(ens) * BUDGET_ROWS
     fits = memory <= max_memory and constants <= spec.constant_limit()
@@ -110,8 +115,9 @@ def estimate(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY
     if spec.run_us is not None:
         us = spec.run_us(ens, batch_hint) / batch_hint
     elif spec.us_per_row is not None:
-        per_row = spec.us_per_row(ens)
-        call = spec.call_us(ens) if spec.call_us is not None else per_row  # (no latency model: as at any batch)
+        kw = {"opts": opts} if spec.cost_takes_options else {}
+        per_row = spec.us_per_row(ens, **kw)
+        call = spec.call_us(ens, **kw) if spec.call_us is not None else per_row  # (no latency model: as at any batch)
         us = (call + (batch_hint - 1) * per_row) / batch_hint
     return Estimate(spec.name, us, memory, fits)
 
@@ -148,11 +154,15 @@ def check_budget(spec: FormSpec, ens: Ensemble, max_memory: int = DEFAULT_MAX_ME
     )
 
 
-def choose(ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY, batch_hint: int = DEFAULT_BATCH_HINT, target: str | None = None) -> Choice:
+def choose(
+    ens: Ensemble, max_memory: int = DEFAULT_MAX_MEMORY, batch_hint: int = DEFAULT_BATCH_HINT, target: str | None = None,
+    opts: GraphOptions | None = None,
+) -> Choice:
     """The exact form auto picks for ``ens`` within ``max_memory`` bytes, for runs of
-    ``batch_hint`` rows, among those exact on ``target`` (None: the portable forms), and why."""
+    ``batch_hint`` rows, among those exact on ``target`` (None: the portable forms), its graph
+    built with ``opts`` (None: the defaults), and why."""
 
-    estimates = [estimate(spec, ens, max_memory, batch_hint) for spec in candidates(check_target(target))]
+    estimates = [estimate(spec, ens, max_memory, batch_hint, opts) for spec in candidates(check_target(target))]
     fitting = [e for e in estimates if e.fits]
     if not fitting:
         least = min(estimates, key=lambda e: e.memory_bytes)

@@ -313,20 +313,21 @@ PER_ROW_US = {True: (0.00124, 0.00679, 2.41e-5), False: (0.00176, 0.0109, 4.71e-
 CALL_US, CLASSIFIER_CALL_US, CALL_PER_LEVEL_US, CALL_PER_LEAF_NUMBER_TREE_US, CALL_PER_NODE_US = 5.58, 11.6, 0.00467, 0.0289, 2.61e-5
 
 
-def _sizes(ens: Ensemble) -> tuple[bool, int, int]:
-    """(whether the node sums, for the default options; tree levels; nodes of the padded trees)."""
+def _sizes(ens: Ensemble, opts: GraphOptions | None) -> tuple[bool, int, int]:
+    """(whether the node sums under ``opts``, None: the defaults; tree levels; nodes of the
+    padded trees)."""
     T, I, _ = _layout.padded_sizes(ens)
-    return sums_in_the_node(ens, GraphOptions()), _layout.tree_levels(ens), T * I
+    return sums_in_the_node(ens, opts or GraphOptions()), _layout.tree_levels(ens), T * I
 
 
-def us_per_row(ens: Ensemble) -> float:
-    sums, levels, nodes = _sizes(ens)
+def us_per_row(ens: Ensemble, opts: GraphOptions | None = None) -> float:
+    sums, levels, nodes = _sizes(ens, opts)
     per_level, per_tree, per_node = PER_ROW_US[sums]
     return per_level * levels + per_tree * ens.n_trees + per_node * nodes
 
 
-def call_us(ens: Ensemble) -> float:
-    sums, levels, nodes = _sizes(ens)
+def call_us(ens: Ensemble, opts: GraphOptions | None = None) -> float:
+    sums, levels, nodes = _sizes(ens, opts)
     return (CALL_US + CLASSIFIER_CALL_US * (ens.task is Task.CLASSIFICATION) + CALL_PER_LEVEL_US * levels
             + CALL_PER_LEAF_NUMBER_TREE_US * ens.n_trees * (not sums) + CALL_PER_NODE_US * nodes)
 
@@ -341,6 +342,7 @@ FORM = FormSpec(
     constant_limit=constant_limit,
     us_per_row=us_per_row,
     call_us=call_us,
+    cost_takes_options=True,
     exit_layout=exit_layout,
     proven_on=PROVEN_ON,
     leaf_twin=leaf_twin,

@@ -35,6 +35,7 @@ from tree2mat.errors import DataError, OptionError, TargetWarning, VerificationE
 from tree2mat.forms import FORMS
 from tree2mat.ir import evaluate
 from tree2mat.onnx_io import needs_external_data
+from tree2mat.runtimes import cuda_refusal
 from tree2mat.verify.checks import DEFAULT_RTOL, compare, default_atol, differing_rows, merge
 from tree2mat.verify.report import REPORT_SCHEMA, Mismatch, OutputReport, Report
 from tree2mat.verify.rows import MAX_ROWS, MAX_SYNTHESIZED_BYTES, synthesize
@@ -125,6 +126,11 @@ def verify(
     subject = load_subject(model_or_path, synthesized=data is None)
     onx, onnx_name, in_dtype = _load_graph(onnx_model_or_path, subject.n_features, runtime)
     check_operators(onx, onnx_name, foreign_graph)
+    off_cuda = cuda_refusal(onx) if "cuda" in devices else None
+    if off_cuda is not None and device == "cuda":
+        raise OptionError(off_cuda)
+    if off_cuda is not None:  # (--device all: the CPU's proof, and why not CUDA's)
+        devices = [d for d in devices if d != "cuda"]
     source, kinds = _rows_source(subject, data, in_dtype, rows, seed, header)
     meta = _metadata(onx)
     _check_kind(meta, subject)
@@ -133,6 +139,8 @@ def verify(
     # (a graph that walks small batches another way: every row every way, one report line each)
     graphs, walk_note = walks(onx_run, chunk)
     notes = _notes(meta, subject, leaf_ids is not None, walk_note)
+    if off_cuda is not None:
+        notes.append(f"not run on cuda: {off_cuda.removeprefix('--device cuda: ')}")
     if (elsewhere := _target_elsewhere(meta, runtime, devices)) is not None:
         warnings.warn(TargetWarning(elsewhere), stacklevel=2)
         notes.append(elsewhere)
@@ -251,7 +259,7 @@ def _target_elsewhere(meta: dict[str, str], runtime: str, devices: list[str]) ->
     proved = {"cuda" if (runtime == "onnxruntime" and d == "cuda") else runtime for d in devices}
     if target is None or target in proved:
         return None
-    how = "--device cuda" if target == "cuda" else f"--runtime {target}"
+    how = "--device cuda" if target == "cuda" else "--device cpu" if target == runtime else f"--runtime {target}"
     return (
         f"the graph was built for --target {target} but is proved here on {', '.join(sorted(on))}: this proves it there, "
         f"not on {target}; verify with {how} where it will run"
