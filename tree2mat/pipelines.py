@@ -180,6 +180,7 @@ def _shape_calculator(steps: _Steps, operator: Any) -> None:
     graph = tree_step_graph(operator.raw_operator, options)
     operator.tree2mat_graph = graph
     operator.tree2mat_meta = {p.key: p.value for p in graph.metadata_props}
+    operator.tree2mat_meta[STEP_OUTPUTS] = ",".join(o.name for o in graph.graph.output)
     if steps.built is not None:
         steps.built.append(operator.tree2mat_meta)
     outputs = {o.name: o for o in graph.graph.output}
@@ -423,9 +424,37 @@ def _to_onnx(pipeline: Any, options: ConvertOptions) -> tuple[onnx.ModelProto, l
     if not steps.built:
         raise UnsupportedModelError(f"{describe(pipeline)} has no tree step that tree2mat converts; skl2onnx alone converts it")
     sort_nodes(onx.graph)
+    _outputs_named(onx.graph, steps.built[-1][STEP_OUTPUTS].split(","))
     if by_name:
         onx = _one_matrix_input(onx, kind is DoubleTensorType, n)
     return onx, steps.built
+
+
+#: A tree step's outputs, by name (in the steps' metadata, not the graph's).
+STEP_OUTPUTS = "tree2mat.step_outputs"
+
+
+def _outputs_named(graph: onnx.GraphProto, wanted: list[str]) -> None:
+    """The graph's outputs named as the last tree step names them (``variable``, ``label``,
+    ``probabilities``). skl2onnx names a pipeline's tensors in the order it meets them, so a
+    scaler's output can take ``variable`` first and leave the regressor's output ``variable1``
+    (seen with traverse's graph, whose ``If`` comes in another order); a tensor that holds a
+    wanted name is renamed out of the way first, everywhere (subgraphs too)."""
+    have = [o.name for o in graph.output]
+    if have == wanted or len(have) != len(wanted):
+        return
+    taken = {v for node in all_nodes(graph) for v in (*node.input, *node.output)} | {t.name for t in graph.initializer} | set(have)
+    mapping: dict[str, str] = {}
+    for old, new in zip(have, wanted):
+        if old != new:
+            if new in taken:
+                mapping[new] = next(c for c in (f"{new}_step{i}" for i in range(len(taken) + 1)) if c not in taken)
+            mapping[old] = new
+    for node in all_nodes(graph):
+        node.input[:] = [mapping.get(i, i) for i in node.input]
+        node.output[:] = [mapping.get(o, o) for o in node.output]
+    for info in (*graph.output, *graph.value_info, *graph.initializer):
+        info.name = mapping.get(info.name, info.name)
 
 
 @contextlib.contextmanager

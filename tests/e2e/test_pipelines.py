@@ -113,6 +113,19 @@ def test_pipeline_graph_reproduces_the_pipeline(case):
     assert {o.name for o in report.outputs} == set(expected(pipe, X)) | {"routing"}
 
 
+@pytest.mark.parametrize("form", ["auto", "traverse", "sign"])
+def test_a_regressor_pipeline_s_output_is_variable_whatever_the_form(form):
+    """skl2onnx names tensors in the order it meets them: with traverse's graph (auto's pick) a
+    scaler's output took ``variable`` and left the regressor's ``variable1``, and verify failed
+    ("output missing from the graph"). The graph's outputs are named as the tree step's."""
+    X = table(2000, 3, False)
+    pipe = make_pipeline(RobustScaler(), RandomForestRegressor(10, max_depth=6, random_state=0)).fit(X, target(X, "regression"))
+    onx = tree2mat.convert(pipe, form)
+    assert [o.name for o in onx.graph.output] == ["variable"]
+    report = tree2mat.verify(pipe, onx, X)
+    assert report.passed and {o.name for o in report.outputs} >= {"variable", "routing"}, report.summary()
+
+
 def test_columns_selected_by_name_become_one_matrix():
     """A pipeline fitted on a DataFrame selects columns by name: the graph still takes one
     matrix X, its columns in the DataFrame's order."""
