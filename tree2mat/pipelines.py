@@ -430,6 +430,18 @@ def _to_onnx(pipeline: Any, options: ConvertOptions) -> tuple[onnx.ModelProto, l
     return onx, steps.built
 
 
+def _names(graph: onnx.GraphProto) -> set[str]:
+    """Every tensor name ``graph`` uses: its inputs, outputs, initializers and every node's
+    inputs and outputs (subgraphs too)."""
+    return ({v for node in all_nodes(graph) for v in (*node.input, *node.output)} | {t.name for t in graph.initializer}
+            | {v.name for v in (*graph.input, *graph.output)})
+
+
+def _free(base: str, taken: set[str]) -> str:
+    """``base``, or ``base_1``, ``base_2``... : the first not in ``taken``."""
+    return next(c for c in (base, *(f"{base}_{i}" for i in range(1, len(taken) + 2))) if c not in taken)
+
+
 #: A tree step's outputs, by name (in the steps' metadata, not the graph's).
 STEP_OUTPUTS = "tree2mat.step_outputs"
 
@@ -443,12 +455,12 @@ def _outputs_named(graph: onnx.GraphProto, wanted: list[str]) -> None:
     have = [o.name for o in graph.output]
     if have == wanted or len(have) != len(wanted):
         return
-    taken = {v for node in all_nodes(graph) for v in (*node.input, *node.output)} | {t.name for t in graph.initializer} | set(have)
+    taken = _names(graph)
     mapping: dict[str, str] = {}
     for old, new in zip(have, wanted):
         if old != new:
             if new in taken:
-                mapping[new] = next(c for c in (f"{new}_step{i}" for i in range(len(taken) + 1)) if c not in taken)
+                mapping[new] = _free(f"{new}_step", taken)
             mapping[old] = new
     for node in all_nodes(graph):
         node.input[:] = [mapping.get(i, i) for i in node.input]
@@ -503,14 +515,10 @@ def _one_matrix_input(onx: onnx.ModelProto, double: bool, n: int) -> onnx.ModelP
     """Replace the per-column inputs (skl2onnx's way to select columns by name) by one matrix
     ``X`` [N, n] (``X_1``... if a column is called X) split into them, in the column order the pipeline was fitted with."""
     columns = [i.name for i in onx.graph.input]
-    taken = set(columns) | {v for node in all_nodes(onx.graph) for v in (*node.input, *node.output)} | {t.name for t in onx.graph.initializer}
-
-    def free(base: str) -> str:
-        return next(c for c in (base, *(f"{base}_{i}" for i in range(1, len(taken) + 2))) if c not in taken)
-
-    name = free("X")
+    taken = _names(onx.graph)
+    name = _free("X", taken)
     elem = onnx.TensorProto.DOUBLE if double else onnx.TensorProto.FLOAT
-    sizes = onnx.numpy_helper.from_array(np.ones(n, dtype=np.int64), free("tree2mat_split_sizes"))
+    sizes = onnx.numpy_helper.from_array(np.ones(n, dtype=np.int64), _free("tree2mat_split_sizes", taken))
     split = onnx.helper.make_node("Split", [name, sizes.name], columns, axis=1, name="tree2mat_split_columns")
     del onx.graph.input[:]
     onx.graph.input.append(onnx.helper.make_tensor_value_info(name, elem, [None, n]))
