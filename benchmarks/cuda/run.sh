@@ -5,7 +5,8 @@
 # and BLAS threads of several workers on 16 cores slowed the tests about tenfold). The tests take
 # about 7.5 min with 14 workers on an H200 machine, which leaves no room for the suite within one
 # call's 10 minutes: by default the tests alone; a second call with TEST_S=0 SUITE_S=170 runs the
-# suite (the parts stay installed while the machine is warm).
+# suite (the parts stay installed while the machine is warm). ROWS, BATCH and SUITE_ARGS change the
+# suite's run, e.g. ROWS=1000000 BATCH=1000000 SUITE_ARGS="--forms auto --target cuda".
 REPO=$PWD; export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/parts
 cp build/cuda/p3/* /tmp/parts/ 2>/dev/null
@@ -22,4 +23,4 @@ timeout "${TEST_S:-540}" python3 -m pytest -v -p no:cacheprovider -p no:benchmar
 grep -c PASSED "$OUT/cuda_tests.txt"; grep -E "FAILED|ERROR" "$OUT/cuda_tests.txt" | head -40
 fi
 [ "${SUITE_S:-0}" != 0 ] && timeout "${SUITE_S}" python3 benchmarks/suite.py --device cuda --workloads ${WORKLOADS:-xgb_clf lgbm_clf rf_clf} \
-  --batch 1,1000,100000 --repeat 3 --threads 16 --out "$OUT/suite_cuda.json" 2>&1 | grep -v Memcpy | tail -30
+  --rows "${ROWS:-100000}" --batch "${BATCH:-1,1000,100000}" --repeat 3 --threads 16 ${SUITE_ARGS:-} --out "$OUT/suite_cuda.json" 2>&1 | grep -v Memcpy | tail -30
