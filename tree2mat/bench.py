@@ -44,6 +44,7 @@ from tree2mat.data import check_header_option, load_data
 from tree2mat.errors import DataError, OptionError, UnsupportedModelError
 from tree2mat.forms import AUTO, FORMS, check_form
 from tree2mat.forms.auto import check_batch_hint, check_target
+from tree2mat.frontends._support import labelled_frame
 from tree2mat.ir import limits
 from tree2mat.ir.core import Ensemble, Task
 from tree2mat.runtimes import cuda_cpu_nodes
@@ -209,7 +210,8 @@ def bench(
     if data is None:
         X = bench_rows(ens, rows, seed)
     else:
-        X = load_data(data, header) if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__") else np.asarray(data)
+        is_file = isinstance(data, (str, bytes)) or hasattr(data, "__fspath__")
+        X = load_data(data, header, dict(ens.category_labels)) if is_file else np.asarray(data)
         if X.ndim != 2 or X.shape[1] != subject.n_features or X.shape[0] == 0 or X.dtype.kind not in "biuf":
             raise DataError(f"data has shape {X.shape} ({X.dtype}); the model expects [N, {subject.n_features}] numbers")
     X = np.ascontiguousarray(X, np.float32)
@@ -467,7 +469,13 @@ def _hummingbird(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batc
 
 def _native(library: Any, ens: Ensemble, X: np.ndarray, batches: tuple[int, ...], repeat: int) -> Contender:
     c = Contender(f"{peers.library_of(library)} predict", "native", note="the library itself: the reference")
-    if type(library).__name__ == "Booster" and peers.library_of(library) == "xgboost":
+    booster = type(library).__name__ == "Booster"
+    if ens.category_labels and not booster:
+        # A model fitted on named categories takes the DataFrame it was fitted on (scikit-learn's
+        # refuses codes); built once, untimed, with at least the largest batch's rows.
+        most = max(batches)
+        X = labelled_frame(ens, X if X.shape[0] >= most else np.resize(X, (most, X.shape[1])))
+    if booster and peers.library_of(library) == "xgboost":
         predict = library.inplace_predict  # (a Booster's fast path for arrays)
     elif ens.task is Task.CLASSIFICATION and hasattr(library, "predict_proba"):
         predict = library.predict_proba

@@ -138,10 +138,10 @@ def check_header_option(data: Any, header: bool | None) -> None:
     raise OptionError(f"--{'' if header else 'no-'}header says whether the first line of a .csv --data file is a header, and {what}")
 
 
-def load_data(path: str | Path, header: bool | None = None) -> np.ndarray:
+def load_data(path: str | Path, header: bool | None = None, labels: Labels | None = None) -> np.ndarray:
     """A whole data file as one 2-D array (for data that fits in memory, e.g. ``bench``);
-    ``header``: as for :func:`open_rows`."""
-    rows = open_rows(path, header=header)
+    ``header``, ``labels``: as for :func:`open_rows`."""
+    rows = open_rows(path, labels, header)
     return np.concatenate(list(read_chunks(rows, 1 << 16)), axis=0)
 
 

@@ -33,6 +33,10 @@ class DeviceUnavailableError(Tree2MatError):
     """The requested execution provider is not available in this onnxruntime."""
 
 
+class LibraryUnavailableError(Tree2MatError):
+    """The library's own predictions cannot be had (``verify --require-library``)."""
+
+
 class GraphTimeoutError(Tree2MatError):
     """A runtime ran a graph past the time limit (``verify --timeout``) and was stopped."""
 

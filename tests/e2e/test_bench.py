@@ -192,3 +192,23 @@ def test_hummingbird_gemm_over_the_memory_limit_is_not_converted(classifier, mon
         assert "not converted" in hb[f"hummingbird {s}"].note and "over the memory limit" in hb[f"hummingbird {s}"].note
     assert tried == ["tree_trav"]
     assert all("cannot convert it: RuntimeError" in hb[f"hummingbird {s}"].note for s in tried)
+
+
+def test_named_category_columns_synthesized_and_from_a_csv_of_names(tmp_path):
+    """A model fitted on a DataFrame with a category column: scikit-learn's predict takes only that
+    DataFrame (codes fail inside its encoder), and a .csv holds the names: both reach the library as
+    it was fitted, and the graph matches the library on every row."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=400), "colour": pd.Categorical(rng.choice(["red", "green", "blue"], 400))})
+    y = ((frame.a > 0) ^ (frame.colour == "green")).astype(int)
+    model = HistGradientBoostingClassifier(max_iter=5, categorical_features="from_dtype", random_state=0).fit(frame, y)
+    csv = tmp_path / "rows.csv"
+    frame.head(150).to_csv(csv, index=False)
+    for data, rows in ((None, 300), (csv, 150)):
+        report = bench(model, data, rows=300, batches=(1, 100), use_peers=False, repeat=1)
+        ours, native = report.contenders[0], report.contenders[-1]
+        assert report.rows == rows and native.kind == "native" and [t.batch for t in native.timings] == [1, 100]
+        assert ours.mismatched_rows == 0 and ours.mismatched_labels == 0, data

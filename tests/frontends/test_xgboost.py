@@ -85,6 +85,20 @@ def test_dart(objective):
     check(fit(objective, booster="dart", rate_drop=0.3, random_state=0), exact_margins=False)
 
 
+def test_classifier_with_reg_logistic():
+    # XGBClassifier reads reg:logistic's p as binary:logistic's: predict_proba [1 - p, p], predict
+    # p > 0.5; the graph is a classifier's (label, probabilities), not a regression's.
+    model = xgb.XGBClassifier(n_estimators=15, objective="reg:logistic").fit(XB, YB)
+    assert [o.name for o in tree2mat.convert(model).graph.output] == ["label", "probabilities"]
+    check(model)
+
+
+def test_classifier_with_another_regression_objective_is_refused():
+    model = xgb.XGBClassifier(n_estimators=2, objective="reg:squarederror").fit(XB, YB)
+    with pytest.raises(UnsupportedModelError, match="regression objective 'reg:squarederror' predicts no probabilities"):
+        tree2mat.convert(model)
+
+
 @pytest.mark.parametrize("cls", [xgb.XGBRFClassifier, xgb.XGBRFRegressor])
 def test_random_forests(cls):
     X, y = (XB, YB) if cls is xgb.XGBRFClassifier else (XD, YD)
@@ -402,3 +416,28 @@ def test_verify_loads_the_file_in_xgboost_by_its_contents(tmp_path):
     ir.write_text(dumps(tree2mat.load(path)))
     report = tree2mat.verify(ir, tree2mat.convert(ir))
     assert report.passed and any("no original library model" in note for note in report.notes), report.summary()
+
+
+def test_require_library_refuses_where_xgboost_s_own_predictions_cannot_be_had(tmp_path, monkeypatch, capsys):
+    """`verify --require-library`: a CI gate that must prove against XGBoost's predict exits 2
+    in one line where they cannot be had (xgboost not installed; tree2mat's IR), not 0 on the
+    reference evaluator's word; with xgboost there, the native file passes against XGBoost."""
+    from tree2mat.cli import main
+    from tree2mat.ir.io import dumps
+
+    path = tmp_path / "m.json"
+    fit("binary:logistic").save_model(path)
+    ir = tmp_path / "ir.json"
+    ir.write_text(dumps(tree2mat.load(path)))
+    onx = tmp_path / "m.onnx"
+    assert main(["convert", str(path), "-o", str(onx)]) == 0
+    assert main(["verify", str(path), str(onx), "--require-library"]) == 0
+    assert main(["verify", str(ir), str(onx), "--require-library"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"{ir}: --require-library: XGBoost's own predictions cannot be had: the file is not XGBoost's own model file: verify the model file XGBoost wrote")
+    monkeypatch.setitem(sys.modules, "xgboost", None)
+    assert main(["verify", str(path), str(onx)]) == 0  # (the reference evaluator's word, said in a note)
+    assert "no original library model" in capsys.readouterr().out
+    assert main(["verify", str(path), str(onx), "--require-library"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"tree2mat: error: {path}: --require-library: XGBoost's own predictions cannot be had: XGBoost is not installed here", err

@@ -292,6 +292,12 @@ def from_document(
             f"{name}: XGBoost objective {objective!r} is not supported yet; supported: {', '.join(OBJECTIVES)}"
         )
     obj = OBJECTIVES[objective]
+    if classes is not None and obj.task is Task.REGRESSION:
+        # XGBClassifier reads any objective's predictions as binary:logistic's: predict_proba is
+        # [1 - p, p] and predict is p > 0.5. Only reg:logistic's p is a probability.
+        if objective != "reg:logistic":
+            raise UnsupportedModelError(f"{name}: a classifier with the regression objective {objective!r} predicts no probabilities; not supported")
+        obj = OBJECTIVES["binary:logistic"]
     params = _field(learner, "learner_model_param", name)
     try:
         n_features = int(_field(params, "num_feature", name))
@@ -446,7 +452,7 @@ _NAN = "NaN and `missing` (default_left)"
 SUPPORT: dict[str, SupportRow] = {
     "XGBClassifier": SupportRow(
         "classification", _NAN,
-        f"binary:logistic, logitraw, hinge (see below); multi:softprob, multi:softmax; multi-label ({_MULTI}); DART; best_iteration",
+        f"binary:logistic, logitraw, hinge (see below), reg:logistic (read as binary:logistic, as XGBClassifier does); multi:softprob, multi:softmax; multi-label ({_MULTI}); DART; best_iteration",
     ),
     "XGBRegressor": SupportRow("regression", _NAN, f"{_OBJ_REG}; multi-target ({_MULTI}); DART; best_iteration"),
     "XGBRanker": SupportRow("ranking", _NAN, "rank:pairwise, rank:ndcg, rank:map"),

@@ -19,6 +19,7 @@ graph), :mod:`~tree2mat.verify.checks` (one output against the model's) and
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -31,8 +32,9 @@ import onnx
 from tree2mat import attention, pipelines
 from tree2mat.attention import graph as attention_graph
 from tree2mat.data import ArrayRows, Rows, check_header_option, open_rows, read_chunks
-from tree2mat.errors import DataError, OptionError, TargetWarning, VerificationError
+from tree2mat.errors import DataError, LibraryUnavailableError, OptionError, TargetWarning, VerificationError
 from tree2mat.forms import FORMS
+from tree2mat.frontends import FRONTENDS
 from tree2mat.ir import evaluate
 from tree2mat.onnx_io import needs_external_data
 from tree2mat.runtimes import cuda_refusal
@@ -90,6 +92,7 @@ def verify(
     timeout: float | None = DEFAULT_TIMEOUT_S,
     foreign_graph: bool = False,
     header: bool | None = None,
+    require_library: bool = False,
 ) -> Report:
     """Compare the ONNX graph with the original model; ``Report.passed`` is the verdict.
 
@@ -104,6 +107,9 @@ def verify(
     (see :func:`tree2mat.convert`) needs ``data``: rows as the pipeline takes them. ``header``:
     whether a ``.csv`` file's first line is a header (the CLI's ``--header`` / ``--no-header``);
     None detects it: a header where a cell holds text, a line that could be either refused.
+    ``require_library``: where the library's own predictions cannot be had (a native model file
+    with its library not installed, tree2mat's IR), raise a ``LibraryUnavailableError`` instead of
+    comparing with tree2mat's reference evaluator (a CI gate that must prove against the library).
 
     >>> from sklearn.datasets import load_iris
     >>> from sklearn.ensemble import RandomForestClassifier
@@ -124,6 +130,8 @@ def verify(
         raise OptionError(f"--timeout {timeout}: give seconds > 0")
     check_header_option(data, header)
     subject = load_subject(model_or_path, synthesized=data is None)
+    if require_library and subject.library is None:
+        raise LibraryUnavailableError(_no_library(subject))
     onx, onnx_name, in_dtype = _load_graph(onnx_model_or_path, subject.n_features, runtime)
     check_operators(onx, onnx_name, foreign_graph)
     off_cuda = cuda_refusal(onx) if "cuda" in devices else None
@@ -211,6 +219,19 @@ def _rows_source(subject: Subject, data: Any, dtype: np.dtype, rows: int, seed: 
         raise DataError(f"data has shape ({source.n_rows if source.n_rows is not None else 'N'}, {source.n_features}); "
                         f"the model expects [N, {subject.n_features}]")
     return source, None
+
+
+def _no_library(subject: Subject) -> str:
+    """Why ``subject`` has no library model to compare with (``require_library``)."""
+    spec = FRONTENDS.get(subject.ens.source.split(" ")[0])
+    if spec is None:
+        return f"{subject.name}: --require-library: no library model to compare with (the model names no library)"
+    try:
+        importlib.import_module(spec.name)
+        why = f"the file is not {spec.library}'s own model file: verify the model file {spec.library} wrote"  # (tree2mat's IR)
+    except ImportError:
+        why = f"{spec.library} is not installed here"
+    return f"{subject.name}: --require-library: {spec.library}'s own predictions cannot be had: {why}"
 
 
 def _check_kind(meta: dict[str, str], subject: Subject) -> None:
