@@ -12,7 +12,7 @@ NODE_STAMP := $(NODE_DIR)/.tree2mat-installed
 HAS_NODE   := $(shell command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && echo yes)
 export TREE2MAT_NODE_MODULES := $(CURDIR)/$(NODE_DIR)/node_modules
 
-.PHONY: demo test test-fast test-webgpu fuzz install node treeple clean
+.PHONY: demo test test-fast test-webgpu fuzz install node treeple floor clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,17 @@ $(TREEPLE_STAMP): pyproject.toml constraints.txt
 
 treeple: $(TREEPLE_STAMP)
 
+# The oldest onnxruntime the default graph is for (README), in a venv of its own: onnxruntime 1.16
+# needs numpy < 2 (tests/runtimes/test_floor.py runs the graphs there; nothing else is installed).
+FLOOR_VENV  := build/ort-floor
+FLOOR_STAMP := $(FLOOR_VENV)/.installed
+$(FLOOR_STAMP):
+	test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check onnxruntime==1.16.3 'numpy>=1.24,<2'
+	touch $(FLOOR_STAMP)
+
+floor: $(FLOOR_STAMP)
+
 # Train a real model from a seed, convert it, verify it against scikit-learn; then the same for a
 # whole pipeline (preprocessing and a forest) through skl2onnx.
 demo: $(STAMP)
@@ -60,7 +71,7 @@ demo: $(STAMP)
 # two workers each spinning two OpenMP threads on two cores made single fits 50 times slower.
 # The runtime matrix (tests/runtimes/test_runtimes.py) runs the Python runtimes always and the Node.js ones
 # when node is present (the Makefile installs their npm packages first).
-test: $(STAMP) $(if $(HAS_NODE),$(NODE_STAMP)) $(TREEPLE_STAMP)
+test: $(STAMP) $(if $(HAS_NODE),$(NODE_STAMP)) $(TREEPLE_STAMP) $(FLOOR_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports

@@ -100,7 +100,7 @@ def convert(
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the ONNX file (replaced only on success)."),
     form: str = typer.Option("auto", "--form", help=f"Graph form: auto (default: the fastest exact form within --max-memory), {_forms_help()}."),
     dtype: str | None = typer.Option(None, "--dtype", help="Input dtype: float32 (default for a tree model) or float64 (default for a pipeline: its preprocessing then computes what scikit-learn computes); float outputs follow it."),
-    opset: int | None = typer.Option(None, "--opset", help="ONNX opset, 13 to 26 (default 26, the newest the pinned onnxruntime runs; for a pipeline, the newest skl2onnx converts)."),
+    opset: int | None = typer.Option(None, "--opset", help="ONNX opset, 13 to 26 (default 19, which onnxruntime 1.16 and newer load; for a pipeline up to the newest skl2onnx converts)."),
     raw: bool = typer.Option(False, "--raw", help="Output the margin before the link (label kept for classifiers)."),
     leaves: bool = typer.Option(False, "--leaves", help="Add a 'leaves' output [N, trees] with each row's leaf ids (exact forms)."),
     max_memory: str | None = typer.Option(None, "--max-memory", help="Memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G (the default), 512M: auto picks the fastest form within it; an explicit form over it is refused, naming one that fits."),

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import onnx
 
 from tree2mat.errors import OptionError
-from tree2mat.forms import AUTO, DEFAULT_OPSET, FORMS, MIN_OPSET, FormSpec, GraphOptions, auto, check_form
-from tree2mat.forms._graph import GraphBuilder
+from tree2mat.forms import AUTO, DEFAULT_OPSET, FORMS, MIN_OPSET, NEWEST_OPSET, FormSpec, GraphOptions, auto, check_form
+from tree2mat.forms._graph import ML5_MIN_OPSET, GraphBuilder
 from tree2mat.ir.core import Ensemble
 from tree2mat.onnx_io import needs_external_data
 
@@ -35,8 +35,8 @@ class ConvertOptions:
 
     ``form``: the form's spec, or None for auto (the fastest exact form within ``max_memory``).
     ``dtype`` / ``opset``: None for the default of what is converted (a tree model: float32 and
-    the newest opset the pinned onnxruntime runs; a pipeline: float64 and the newest skl2onnx
-    converts). ``target``: the runtime the graph is for (``auto.TARGETS``; None: any, the
+    ``DEFAULT_OPSET``, the newest opset the oldest tested onnxruntime runs; a pipeline: float64 and
+    that opset, or the newest skl2onnx converts if older). ``target``: the runtime the graph is for (``auto.TARGETS``; None: any, the
     portable forms)."""
 
     form: FormSpec | None = None
@@ -92,9 +92,9 @@ class ConvertOptions:
             )
         if dtype is not None and dtype not in DTYPES:
             raise OptionError(f"dtype {dtype!r} is not supported; choose one of {', '.join(DTYPES)}")
-        if opset is not None and not MIN_OPSET <= opset <= DEFAULT_OPSET:
+        if opset is not None and not MIN_OPSET <= opset <= NEWEST_OPSET:
             raise OptionError(
-                f"opset {opset} is not supported; choose {MIN_OPSET} to {DEFAULT_OPSET} "
+                f"opset {opset} is not supported; choose {MIN_OPSET} to {NEWEST_OPSET} "
                 "(the newest the pinned onnxruntime runs)"
             )
         if target == "cuda" and matmul == "int8":
@@ -117,6 +117,8 @@ def build_graph(
     )
     if options.form is None:
         choice = auto.choose(ens, options.max_memory, options.batch_hint, options.target, opts)
+        if options.opset is None and options.target is not None:
+            opts, choice = _target_opset(ens, options, opts, choice)
         spec, reason = FORMS[choice.form], choice.reason
     else:
         spec = options.form
@@ -136,6 +138,26 @@ def build_graph(
         **({"tree2mat.categories": json.dumps(ens.category_table())} if ens.category_labels else {}),
     })
     return checked(model, progress)
+
+
+#: What runs a graph of ``ML5_MIN_OPSET`` with ai.onnx.ml 5's ``TreeEnsemble`` (1.20 refuses the node).
+ML5_RUNTIME = "onnxruntime 1.21 or newer, or onnx 1.16's reference evaluator"
+
+
+def _target_opset(ens: Ensemble, options: ConvertOptions, opts: GraphOptions, choice: auto.Choice) -> tuple[GraphOptions, auto.Choice]:
+    """auto's pick for a ``--target`` with no ``--opset``: the default opset's (``opts``,
+    ``choice``), or ``ML5_MIN_OPSET``'s where the form estimated fastest there is faster
+    (treeensemble's node sums only with ai.onnx.ml 5), its reason saying so. The default graph
+    (no target) stays at the default opset, which onnxruntime 1.16 loads."""
+    newer = replace(opts, opset=ML5_MIN_OPSET)
+    raised = auto.choose(ens, options.max_memory, options.batch_hint, options.target, newer)
+    now, then = (min(e.us_per_row for e in c.estimates if e.fits) for c in (choice, raised))
+    if not then < now:
+        return opts, choice
+    return newer, replace(raised, reason=(
+        f"{raised.reason}; opset {ML5_MIN_OPSET}, not the default {DEFAULT_OPSET}: estimated {then:.3g} us per row against {now:.3g} "
+        f"at opset {DEFAULT_OPSET}; it needs {ML5_RUNTIME} (--opset {DEFAULT_OPSET} for older)"
+    ))
 
 
 def checked(model: onnx.ModelProto, progress: Progress = quiet) -> onnx.ModelProto:

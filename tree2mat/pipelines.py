@@ -38,7 +38,7 @@ import onnx
 from tree2mat import frontends
 from tree2mat.build import ConvertOptions, Progress, build_graph, checked, quiet, stamp
 from tree2mat.errors import OptionError, Tree2MatError, UnsupportedModelError
-from tree2mat.forms import DEFAULT_FORM, DEFAULT_OPSET, FORMS, MIN_OPSET
+from tree2mat.forms import DEFAULT_FORM, DEFAULT_OPSET, FORMS, MIN_OPSET, NEWEST_OPSET
 from tree2mat.forms._graph import all_nodes, sort_nodes
 from tree2mat.frontends.sklearn import describe_pipeline as describe
 
@@ -134,7 +134,7 @@ def _target_opset(operator: Any) -> int:
         return DEFAULT_OPSET
     if int(target) < MIN_OPSET:
         raise OptionError(f"tree2mat's graphs need opset {MIN_OPSET} or newer; the conversion targets opset {target}")
-    return min(int(target), DEFAULT_OPSET)
+    return min(int(target), NEWEST_OPSET)
 
 
 def _element_type(operator: Any) -> str:
@@ -396,8 +396,8 @@ def _to_onnx(pipeline: Any, options: ConvertOptions) -> tuple[onnx.ModelProto, l
     skl2onnx = _skl2onnx()
     from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
 
-    newest = min(DEFAULT_OPSET, int(skl2onnx.__max_supported_opset__))
-    opset = newest if options.opset is None else options.opset
+    newest = min(NEWEST_OPSET, int(skl2onnx.__max_supported_opset__))
+    opset = min(DEFAULT_OPSET, newest) if options.opset is None else options.opset
     if opset > newest:
         raise OptionError(f"opset {opset} is not supported for a pipeline: skl2onnx {skl2onnx.__version__} converts up to opset {newest}")
     n = n_features(pipeline)

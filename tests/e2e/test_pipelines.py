@@ -256,7 +256,7 @@ def test_readme_pipeline_example(tmp_path, capsys):
     demo = runpy.run_path(str(ROOT / "examples" / "pipeline_demo.py"))
     demo["main"](str(tmp_path))
     assert main(["convert", str(tmp_path / "pipeline.joblib"), "-o", str(tmp_path / "pipeline.onnx"), "--no-progress"]) == 0
-    assert "form traverse, 100 trees, 10 features, opset 22" in capsys.readouterr().out
+    assert "form traverse, 100 trees, 10 features, opset 19" in capsys.readouterr().out
     assert main(["verify", str(tmp_path / "pipeline.joblib"), str(tmp_path / "pipeline.onnx"), "--data", str(tmp_path / "rows.npy")]) == 0
     out = capsys.readouterr().out
     assert "routing        cpu, >81 rows        442         0" in out and "routing        cpu, <=81 rows       442         0" in out

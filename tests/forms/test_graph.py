@@ -20,7 +20,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 import tree2mat
 from tree2mat.errors import OptionError, UnsupportedModelError
-from tree2mat.forms import DEFAULT_OPSET, MIN_OPSET, _layout
+from tree2mat.forms import DEFAULT_OPSET, MIN_OPSET, NEWEST_OPSET, _layout
 from tree2mat.verify import run_graph, synthesize
 
 from conftest import assert_matches, assert_standard_graph, run_onnx
@@ -55,7 +55,7 @@ def test_output_contract_per_task():
     assert [i.name for i in inp] == ["input"] and inp[0].type.tensor_type.shape.dim[1].dim_value == 4
 
 
-@pytest.mark.parametrize("opset", sorted({MIN_OPSET, 17, 21, DEFAULT_OPSET}))
+@pytest.mark.parametrize("opset", sorted({MIN_OPSET, 17, DEFAULT_OPSET, 21, NEWEST_OPSET}))
 def test_opsets_run_in_onnxruntime(opset):
     model = HistGradientBoostingClassifier(max_iter=5).fit(XI, YI)
     onx = tree2mat.convert(model, opset=opset)
@@ -64,16 +64,19 @@ def test_opsets_run_in_onnxruntime(opset):
     assert tree2mat.verify(model, onx, rows=100).passed
 
 
-def test_default_opset_is_the_newest_onnxruntime_runs():
-    """DEFAULT_OPSET must load in the pinned onnxruntime, and the next one must not (else bump it)."""
+def test_newest_opset_is_the_newest_onnxruntime_runs():
+    """NEWEST_OPSET must load in the pinned onnxruntime, and the next one must not (else bump it);
+    the default graph is DEFAULT_OPSET's, IR 9 (what onnxruntime 1.16 loads: test_floor.py)."""
     model = RandomForestRegressor(n_estimators=1, max_depth=2).fit(XD, YD)
-    onx = tree2mat.convert(model)
+    default = tree2mat.convert(model)
+    assert (default.opset_import[0].version, default.ir_version) == (DEFAULT_OPSET, 9) == (19, 9)
+    onx = tree2mat.convert(model, opset=NEWEST_OPSET)
     ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
-    if DEFAULT_OPSET + 1 > onnx.defs.onnx_opset_version():
+    if NEWEST_OPSET + 1 > onnx.defs.onnx_opset_version():
         return
     newer = onnx.ModelProto()
     newer.CopyFrom(onx)
-    newer.opset_import[0].version = DEFAULT_OPSET + 1
+    newer.opset_import[0].version = NEWEST_OPSET + 1
     newer.ir_version = onnx.helper.find_min_ir_version_for(list(newer.opset_import))
     with pytest.raises(Exception, match="opset"):
         ort.InferenceSession(newer.SerializeToString(), providers=["CPUExecutionProvider"])

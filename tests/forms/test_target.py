@@ -146,7 +146,14 @@ def test_the_node_is_priced_as_the_graph_it_builds():
 
     Xc, yc = make_classification(2000, 10, random_state=0)
     model = lightgbm.LGBMClassifier(n_estimators=100, max_depth=6, verbose=-1).fit(Xc, yc)
-    assert _meta(tree2mat.convert(model, target="onnxruntime"))["tree2mat.form"] == "treeensemble"
+    summing = tree2mat.convert(model, target="onnxruntime")  # (the node sums from opset 21 on: auto raises it)
+    assert _meta(summing)["tree2mat.form"] == "treeensemble" and summing.opset_import[0].version == 21
+    assert "opset 21, not the default 19" in _meta(summing)["tree2mat.auto"] and "onnxruntime 1.21 or newer" in _meta(summing)["tree2mat.auto"]
+    assert {o.domain: o.version for o in summing.opset_import}["ai.onnx.ml"] == 5
+    assert tree2mat.verify(model, summing, Xc[:300]).passed
+    at_19 = tree2mat.convert(model, target="onnxruntime", opset=19)  # (leaf numbers: the walk is cheaper)
+    assert _meta(at_19)["tree2mat.form"] == "traverse" and at_19.opset_import[0].version == 19
+    assert tree2mat.convert(model).opset_import[0].version == 19  # (no target: the default opset whatever is faster)
     leaves = _meta(tree2mat.convert(model, target="onnxruntime", leaves=True))
     assert leaves["tree2mat.form"] == "traverse" and "treeensemble" in leaves["tree2mat.auto"]
     pipeline = make_pipeline(StandardScaler(), model).fit(Xc, yc)

@@ -25,7 +25,7 @@ from sklearn.tree import DecisionTreeRegressor
 import tree2mat
 from tree2mat.cli import main
 from tree2mat.forms import treeensemble
-from tree2mat.forms._graph import ML_DOMAIN, GraphOptions
+from tree2mat.forms._graph import DEFAULT_OPSET, ML_DOMAIN, GraphOptions
 from tree2mat.runtimes import RUNTIMES
 
 from conftest import assert_standard_graph, run_onnx, with_holes
@@ -80,12 +80,13 @@ MODELS = {
 }
 
 
+@pytest.mark.parametrize("opset", [None, 21])  # (the default, 19: leaf numbers; 21: the node sums where it may)
 @pytest.mark.parametrize("name", list(MODELS))
-def test_verifies_against_the_library(name):
+def test_verifies_against_the_library(name, opset):
     model = MODELS[name]()
-    onx = tree2mat.convert(model, form="treeensemble")
+    onx = tree2mat.convert(model, form="treeensemble", opset=opset)
     assert_standard_graph(onx)
-    summed = treeensemble.sums_in_the_node(tree2mat.load(model), GraphOptions())
+    summed = treeensemble.sums_in_the_node(tree2mat.load(model), GraphOptions(opset=opset or DEFAULT_OPSET))
     assert [n.op_type for n in onx.graph.node if n.domain == ML_DOMAIN] == ["TreeEnsemble" if summed else "TreeEnsembleRegressor"]
     report = tree2mat.verify(model, onx, rows=300)
     assert report.passed, report.summary()
@@ -96,14 +97,16 @@ def test_which_graphs_sum_in_the_node():
     """The node sums the values (ml opset 5, double sums) for the libraries that sum in float64,
     one value per leaf; XGBoost's float32 sums, several values per leaf (a forest's class
     fractions), linear leaves, ``--leaves`` and opsets before 21 keep the leaf numbers."""
-    summed = {name for name in MODELS if treeensemble.sums_in_the_node(tree2mat.load(MODELS[name]()), GraphOptions())}
+    at_21 = GraphOptions(opset=21)  # (the default opset, 19, has no ml opset 5: no model sums there)
+    assert not any(treeensemble.sums_in_the_node(tree2mat.load(MODELS[name]()), GraphOptions()) for name in MODELS)
+    summed = {name for name in MODELS if treeensemble.sums_in_the_node(tree2mat.load(MODELS[name]()), at_21)}
     assert summed == {
         "ExtraTreesRegressor, NaN", "GradientBoostingClassifier, 3 classes", "HistGradientBoostingClassifier, categories and NaN",
         "IsolationForest", "LGBMClassifier, bitsets and zero-as-missing", "LGBMRegressor, rf", "LGBMClassifier, 3 classes",
     }
     ens = tree2mat.load(MODELS["LGBMClassifier, 3 classes"]())
     assert not treeensemble.sums_in_the_node(ens, GraphOptions(opset=20))
-    assert not treeensemble.sums_in_the_node(ens, GraphOptions(leaves=True))
+    assert not treeensemble.sums_in_the_node(ens, GraphOptions(opset=21, leaves=True))
 
 
 @pytest.mark.parametrize("opset", [20, 26])
@@ -116,10 +119,11 @@ def test_both_nodes_verify_at_their_opsets(opset):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("opset", [None, 21])  # (both nodes: leaf numbers at the default opset, sums from 21)
 @pytest.mark.parametrize("name", list(MODELS))
-def test_verifies_against_the_library_on_every_runtime_it_claims(name):
+def test_verifies_against_the_library_on_every_runtime_it_claims(name, opset):
     model = MODELS[name]()
-    onx = tree2mat.convert(model, form="treeensemble")
+    onx = tree2mat.convert(model, form="treeensemble", opset=opset)
     assert treeensemble.PROVEN_ON[0] == "onnxruntime"  # (the test above)
     for runtime in treeensemble.PROVEN_ON[1:]:
         if not RUNTIMES[runtime].available():
@@ -205,7 +209,7 @@ def test_one_leaf_trees_between_others_on_every_runtime(tmp_path):
     doc = {"tree2mat_ir": 1, "n_features": 2, "trees": [split, leaf, split, leaf, leaf]}
     path = tmp_path / "ir.json"
     path.write_text(json.dumps(doc))
-    onx = tree2mat.convert(str(path), form="treeensemble")
+    onx = tree2mat.convert(str(path), form="treeensemble", opset=21)  # (the node that sums)
     assert [n.op_type for n in onx.graph.node if n.domain == ML_DOMAIN] == ["TreeEnsemble"]
     for runtime in ("onnxruntime", "reference"):
         report = tree2mat.verify(str(path), onx, rows=200, runtime=runtime)
@@ -216,7 +220,7 @@ def test_a_twin_of_a_cycle_is_refused_in_one_line(tmp_path, capsys):
     """A graph made to look like a summing treeensemble graph whose node points back at itself:
     verify refuses it in one line (exit 2) before any run, instead of walking it forever."""
     model = MODELS["LGBMClassifier, 3 classes"]()
-    onx = tree2mat.convert(model, form="treeensemble")
+    onx = tree2mat.convert(model, form="treeensemble", opset=21)  # (the node that sums)
     node = next(n for n in onx.graph.node if n.domain == ML_DOMAIN)
     true_ids = next(a for a in node.attribute if a.name == "nodes_truenodeids")
     true_leafs = next(a for a in node.attribute if a.name == "nodes_trueleafs")

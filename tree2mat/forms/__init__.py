@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tree2mat.errors import OptionError
 from tree2mat.forms import bitvector, hierarchical, oblivious, sign, soft, traverse, treeensemble
-from tree2mat.forms._graph import DEFAULT_OPSET, MIN_OPSET, GraphOptions
+from tree2mat.forms._graph import DEFAULT_OPSET, MIN_OPSET, NEWEST_OPSET, GraphOptions
 from tree2mat.forms._spec import FormSpec
 
 FORMS: dict[str, FormSpec] = {spec.name: spec for spec in (sign.FORM, bitvector.FORM, hierarchical.FORM, traverse.FORM, oblivious.FORM, treeensemble.FORM, soft.SOFT, soft.SOFTMAX)}
@@ -21,4 +21,4 @@ def check_form(name: str) -> FormSpec:
         raise OptionError(f"unknown form {name!r}; choose one of {AUTO}, {', '.join(FORMS)}")
     return FORMS[name]
 
-__all__ = ["AUTO", "DEFAULT_FORM", "check_form", "DEFAULT_OPSET", "FORMS", "MIN_OPSET", "FormSpec", "GraphOptions"]
+__all__ = ["AUTO", "DEFAULT_FORM", "check_form", "DEFAULT_OPSET", "FORMS", "MIN_OPSET", "NEWEST_OPSET", "FormSpec", "GraphOptions"]
