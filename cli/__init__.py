@@ -202,6 +202,7 @@ def verify(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress on stderr while --data is read (a bar on a terminal, a line every 10 % otherwise)."),
     timeout: float | None = typer.Option(None, "--timeout", help="The longest one run of the graph on a chunk of rows may take, in seconds (default 600); past it the run is stopped (exit 2)."),
     foreign_graph: bool = typer.Option(False, "--foreign-graph", help="Run a graph with operators tree2mat never writes (a peer's TreeEnsemble graph, a Loop, a custom domain): refused by default, as it may run as long as it says."),
+    strict: bool = typer.Option(False, "--strict", help="Fail on label rows at a tie too: rows whose label differs where the library's scores of the two labels lie within the rounding of the sums (reported apart, as ties, and passed by default; a --dtype float64 graph gives the library's labels there; see docs/exactness.md)."),
 ) -> None:
     """Check that ONNX reproduces MODEL: exit 0 pass, 1 mismatch, 2 bad input."""
     import tree2mat
@@ -215,7 +216,7 @@ def verify(
         if json_out is None or str(json_out) != "-":  # (the text report says it in a note: once is enough)
             warnings.simplefilter("ignore", TargetWarning)
         report = tree2mat.verify(model, onnx_file, data, header=header, device=device, rows=rows, atol=atol, rtol=rtol, seed=seed,
-                                 progress=shown.update, runtime=runtime, foreign_graph=foreign_graph,
+                                 progress=shown.update, runtime=runtime, foreign_graph=foreign_graph, strict=strict,
                                  timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout)
     if json_out is not None and str(json_out) == "-":
         typer.echo(report.to_json())
