@@ -18,6 +18,7 @@ from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 import tree2mat
 from tree2mat.cli import main
+from tree2mat.verify import synthesize, tie_gaps
 
 from conftest import ROOT, run_onnx
 
@@ -143,3 +144,22 @@ def test_command_line_reports_ties_and_strict_fails_them(tmp_path, capsys):
     assert not doc["passed"] and doc["strict"]
     assert main([*args, "--strict"]) == 1
     assert capsys.readouterr().out.rstrip().endswith("FAIL")
+
+
+def test_a_binary_cutoff_is_a_tie_only_within_the_bound_of_the_margin():
+    """A binary model decides m > cutoff: a flipped label is a tie where the library's own
+    margin lies within the bound of the cutoff, and nowhere else."""
+    rng = np.random.default_rng(0)
+    X, y = rng.integers(0, 4, (300, 4)).astype(float), rng.integers(0, 2, 300)
+    model = GradientBoostingClassifier(init="zero", max_depth=10, n_estimators=20, random_state=0).fit(X, y)
+    ens = tree2mat.load(model)
+    rows, _ = synthesize(ens, 200)
+    with np.errstate(over="ignore", invalid="ignore"):  # (scikit-learn's finiteness check sums +-max float32 rows)
+        margin, labels = model.decision_function(rows), model.predict(rows)
+    flipped = model.classes_[1 - np.searchsorted(model.classes_, labels)]
+    bound = float(np.median(np.abs(margin)))
+    gaps = tie_gaps(ens, margin[:, None], labels, flipped, bound)
+    near = np.abs(margin) <= bound
+    assert near.any() and (~near).any()
+    assert np.array_equal(gaps[near], np.abs(margin[near])) and np.isnan(gaps[~near]).all()
+    assert np.isnan(tie_gaps(ens, margin[:, None], labels, labels[:, None] * 0 + 7, np.inf)).all()  # no class of the model

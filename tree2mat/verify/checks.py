@@ -162,7 +162,7 @@ def tie_gaps(ens: Ensemble, margin: np.ndarray, expected: np.ndarray, got: np.nd
         with np.errstate(invalid="ignore"):
             worst = np.where(differ, np.maximum(worst, np.where(np.isnan(gap), np.inf, gap)), worst)
     with np.errstate(invalid="ignore"):
-        return np.where(worst <= bound, worst, np.nan)
+        return np.where(np.isfinite(worst) & (worst <= bound), worst, np.nan)
 
 
 def _class_index(names: np.ndarray, labels: np.ndarray) -> np.ndarray:
