@@ -51,7 +51,7 @@ def test_convert_and_verify_pass(models, capsys, tmp_path):
     out = capsys.readouterr().out
     assert code == 0 and out.rstrip().endswith("PASS")
     doc = json.loads(report.read_text())
-    assert doc["passed"] is True and doc["schema"] == 2
+    assert doc["passed"] is True and doc["schema"] == 3
     assert {o["name"] for o in doc["outputs"]} == {"label", "probabilities", "routing"}
 
 

@@ -53,6 +53,13 @@ def test_bench_times_every_contender_and_tree2mat_is_exact(classifier):
         assert c.mismatched_labels == 0 and c.peak_mib is not None and c.peak_mib >= 0
     doc = json.loads(report.to_json())
     assert doc["schema"] == 2 and len(doc["contenders"]) == len(report.contenders) and doc["device"] == "cpu"
+    # x ref stands beside rows/s and is their ratio, not the latencies'
+    lines = report.summary().splitlines()
+    assert lines[1].split()[:5] == ["contender", "batch", "rows/s", "x", "ref"] and lines[1].split()[5] == "p50"
+    sign = report.contenders[1].timings[1]
+    row = next(line for line in lines if line.startswith("tree2mat sign") and line[28:36].strip() == "200")
+    assert float(row[48:56]) == pytest.approx(sign.rows_per_s / peer.timings[1].rows_per_s, abs=0.006)
+    assert float(row[56:66]) == pytest.approx(sign.p50_ms, rel=1e-3)
 
 
 @pytest.mark.slow

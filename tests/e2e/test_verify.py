@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import onnx
 import pytest
 from sklearn.datasets import load_diabetes, load_iris
-from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestRegressor
+from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingClassifier, RandomForestClassifier, RandomForestRegressor
 
 import tree2mat
 from tree2mat.errors import OptionError
@@ -17,7 +18,7 @@ from tree2mat.ir.matrices import leaf_paths
 from tree2mat.ir.thresholds import largest_float32_at_most
 from tree2mat.verify import synthesize
 
-from conftest import ROOT
+from conftest import ROOT, run_onnx
 
 XD, YD = load_diabetes(return_X_y=True)
 
@@ -54,7 +55,7 @@ def test_report_json_and_missing_output():
     onx = tree2mat.convert(model)
     report = tree2mat.verify(model, onx, rows=20)
     doc = json.loads(report.to_json())
-    assert doc["passed"] and doc["rows"] == report.rows and doc["schema"] == 2
+    assert doc["passed"] and doc["rows"] == report.rows and doc["schema"] == 3
     broken = onnx.ModelProto()
     broken.CopyFrom(onx)
     broken.graph.output[0].name = "something_else"
@@ -129,7 +130,7 @@ def test_a_graph_with_nan_outputs_or_wrong_shapes_fails_loudly(tmp_path, capsys)
         out = capsys.readouterr().out
         assert out.rstrip().endswith("FAIL")
         doc = json.loads((tmp_path / f"{name}.json").read_text())
-        assert doc["passed"] is False and doc["schema"] == 2
+        assert doc["passed"] is False and doc["schema"] == 3
 
 
 def test_the_report_fields_are_the_documented_ones():
@@ -147,7 +148,7 @@ def test_the_report_fields_are_the_documented_ones():
     assert not doc["passed"] and doc["outputs"][0]["first_mismatches"]
     fields = set(doc) | set(doc["outputs"][0]) | set(doc["outputs"][0]["first_mismatches"][0])
     assert fields <= documented, fields - documented
-    assert doc["schema"] == 2 and tree2mat.verify(model, onx, rows=20).passed
+    assert doc["schema"] == 3 and tree2mat.verify(model, onx, rows=20).passed
 
 
 @pytest.mark.parametrize("kwargs", [{"atol": float("nan")}, {"rtol": float("nan")}, {"atol": -1.0}])
@@ -155,3 +156,43 @@ def test_nan_or_negative_tolerances_are_refused(kwargs):
     model = RandomForestRegressor(n_estimators=2, max_depth=2, random_state=0).fit(*load_diabetes(return_X_y=True))
     with pytest.raises(OptionError, match="must be numbers >= 0"):
         tree2mat.verify(model, tree2mat.convert(model), **kwargs)
+
+
+def test_relative_error_is_taken_away_from_zero_only():
+    """Near zero the tolerance is atol's: a relative error over a tiny expected value says
+    nothing, so the report takes it where rtol x |expected| >= atol (computed here from the
+    library's predictions and the graph's outputs)."""
+    model = GradientBoostingRegressor(n_estimators=50, random_state=0).fit(XD, (YD - YD.mean()) / 100)
+    onx = tree2mat.convert(model)
+    report = tree2mat.verify(model, onx, rows=2000)
+    X, _ = synthesize(tree2mat.load(model), 2000, dtype=np.float32, seed=0)
+    assert X.shape[0] == report.rows
+    with np.errstate(over="ignore", invalid="ignore"):  # (scikit-learn's finiteness check sums +-max float32 rows)
+        expected = model.predict(X)
+    got = run_onnx(onx, X)["variable"][:, 0].astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.abs(got - expected) / np.abs(expected)
+    away = np.abs(expected) * report.rtol >= report.atol
+    value = next(o for o in report.outputs if o.name == "variable")
+    assert value.max_rel_error == pytest.approx(rel[away].max(), rel=1e-12)
+    assert np.nanmax(rel[~away]) > 5 * value.max_rel_error  # what the near-zero values would have shown
+    assert f"{value.max_rel_error:.3g}" in report.summary()
+
+
+def test_table_shows_an_output_once_unless_its_walks_differ():
+    X, y = load_iris(return_X_y=True)
+    model = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    report = tree2mat.verify(model, tree2mat.convert(model, "traverse"), rows=100)
+    walks = {o.walk for o in report.outputs}
+    assert len(walks) >= 2 and report.passed
+    table = report.summary().splitlines()
+    for name in ("label", "probabilities", "routing"):
+        assert len([o for o in report.outputs if o.name == name]) == len(walks)  # the JSON keeps every walk
+        rows = [line for line in table if line.startswith(name + " ")]
+        assert len(rows) == 1 and rows[0].split()[1] == "cpu", table
+    # a walk whose figures differ keeps a row of its own, naming it; the others stay one row
+    first = next(o for o in report.outputs if o.name == "label")
+    changed = [replace(o, mismatches=1) if o is first else o for o in report.outputs]
+    table = replace(report, outputs=changed).summary().splitlines()
+    rows = [line for line in table if line.startswith("label ")]
+    assert len(rows) == 2 and f"cpu, {first.walk}" in rows[0] and all(w in rows[1] for w in walks - {first.walk})

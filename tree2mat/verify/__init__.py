@@ -3,7 +3,9 @@
 Checks, per execution provider:
 - routing: on graphs tree2mat wrote, the internal leaf ids [T, N] equal the reference
   evaluator's, exactly (the evaluator itself is tested against the libraries);
-- labels: identical to the model's ``predict``;
+- labels: identical to the model's ``predict``; a row whose label differs where the library's
+  scores of the two labels lie within the rounding of the sums (:func:`tie_bound`) is a tie,
+  counted apart (``OutputReport.ties``) and failing only a ``strict`` check;
 - values: ``|graph - model| <= atol + rtol * |model|`` per element, NaN only where the model has
   NaN. Default ``rtol = 1e-6``; default ``atol = 1e-12 * (1 + |base| + sum_t max |leaf_t|)``. The
   graph sums leaf values in float64 and rounds once to the output dtype, so what remains is the
@@ -38,8 +40,8 @@ from tree2mat.frontends import FRONTENDS
 from tree2mat.ir import evaluate
 from tree2mat.onnx_io import needs_external_data
 from tree2mat.runtimes import cuda_refusal
-from tree2mat.verify.checks import DEFAULT_RTOL, compare, default_atol, differing_rows, merge
-from tree2mat.verify.report import REPORT_SCHEMA, Mismatch, OutputReport, Report
+from tree2mat.verify.checks import DEFAULT_RTOL, compare, default_atol, differing_rows, merge, tie_bound, tie_gaps
+from tree2mat.verify.report import REPORT_SCHEMA, Mismatch, OutputReport, Report, Tie
 from tree2mat.verify.rows import MAX_ROWS, MAX_SYNTHESIZED_BYTES, synthesize
 from tree2mat.verify.runners import (
     DEVICES,
@@ -62,9 +64,9 @@ from tree2mat.verify.subject import _expected as _expected  # (imported by tests
 
 __all__ = [
     "CHUNK_BYTES", "DATA_CHUNK_BYTES", "DEFAULT_TIMEOUT_S", "DEFAULT_RTOL", "DEVICES", "MAX_ROWS", "MAX_SYNTHESIZED_BYTES", "REPORT_SCHEMA",
-    "GraphRunner", "LeafIds", "Mismatch", "OutputReport", "Report", "Subject", "compare", "default_atol", "devices_for",
-    "differing_rows", "forced_walk", "load_subject", "merge", "run_graph", "runtime_version", "synthesize", "verify", "walk_limit_names",
-    "walks",
+    "GraphRunner", "LeafIds", "Mismatch", "OutputReport", "Report", "Subject", "Tie", "compare", "default_atol", "devices_for",
+    "differing_rows", "forced_walk", "load_subject", "merge", "run_graph", "runtime_version", "synthesize", "tie_bound", "tie_gaps",
+    "verify", "walk_limit_names", "walks",
 ]
 
 #: The longest one run of a graph on a chunk of rows may take by default (seconds): a tree2mat
@@ -93,6 +95,7 @@ def verify(
     foreign_graph: bool = False,
     header: bool | None = None,
     require_library: bool = False,
+    strict: bool = False,
 ) -> Report:
     """Compare the ONNX graph with the original model; ``Report.passed`` is the verdict.
 
@@ -110,6 +113,9 @@ def verify(
     ``require_library``: where the library's own predictions cannot be had (a native model file
     with its library not installed, tree2mat's IR), raise a ``LibraryUnavailableError`` instead of
     comparing with tree2mat's reference evaluator (a CI gate that must prove against the library).
+    A label row where the graph's label differs from the library's at a tie (the library's
+    scores of the two labels within :func:`tie_bound` of each other) is counted in
+    ``OutputReport.ties``, not as a mismatch; ``strict`` fails the report on such rows too.
 
     >>> from sklearn.datasets import load_iris
     >>> from sklearn.ensemble import RandomForestClassifier
@@ -154,11 +160,13 @@ def verify(
         notes.append(elsewhere)
     atol_v = _default_atol(subject, meta.get("tree2mat.arithmetic", "float64")) if atol is None else atol
     forest = attention.as_forest(subject.model)
+    # (an attention forest's labels are no sums of leaves: none of its rows is at a tie)
+    ties = tie_bound(subject.ens, meta.get("tree2mat.arithmetic") if "tree2mat.form" in meta else None) if forest is None else 0.0
     checks = _Checks(
         subject, [(_runner(m, dev, runtime, timeout, meta), dev, walk, per_run) for dev in devices for walk, m, per_run in graphs],
         _raw(onx, meta, subject), leaf_ids, leaf_tensor, atol_v, rtol, max_report,
         forest.nearest if forest is not None and atol is None else None,
-        attention_graph.value_span(forest) if forest is not None else np.inf,
+        attention_graph.value_span(forest) if forest is not None else np.inf, tie_bound=ties,
     )
     reports: dict[tuple[str, str, str], OutputReport] = {}
     done = 0
@@ -178,7 +186,7 @@ def verify(
     if subject.ens.is_oblique:
         notes.append(_oblique_note(subject, checks.near[0]))
     return Report(subject.name, onnx_name, done, kinds or {"data": done}, devices, atol_v, rtol, list(reports.values()), notes,
-                  f"{runtime} {version}")
+                  f"{runtime} {version}", strict, ties)
 
 
 def _runner(onx: onnx.ModelProto, device: str, runtime: str, timeout: float | None, meta: dict[str, str]) -> GraphRunner:
@@ -335,6 +343,9 @@ class _Checks:
     loose: list[int] = field(default_factory=lambda: [0])
     #: Rows near an oblique node's hyperplane (see :func:`tree2mat.ir.evaluate.near_hyperplanes`).
     near: list[int] = field(default_factory=lambda: [0])
+    #: Label rows that differ where the library's scores lie within this of each other are at
+    #: a tie (see :func:`tie_bound`); 0: none is.
+    tie_bound: float = 0.0
 
     def chunk(self, X: np.ndarray, names: dict[int, np.ndarray] | None, offset: int) -> Iterator[tuple[str, OutputReport]]:
         """(walk, report) of each output on each run of the rows ``X``, row ``offset`` of the
@@ -346,11 +357,26 @@ class _Checks:
         self.near[0] += 0 if near is None else int(np.count_nonzero(near))
         for runner, dev, walk, rows_per_run in self.runners:
             got = runner.run(X, rows_per_run)
-            for rep in self._outputs(got, dev, expected, leaves_ref, X, offset, near):
+            for rep in self._outputs(got, dev, expected, leaves_ref, X, offset, near, names):
                 yield walk, rep
 
+    def _ties(self, X: np.ndarray, names: dict[int, np.ndarray] | None, expected: np.ndarray, got: np.ndarray) -> Callable[[np.ndarray], np.ndarray] | None:
+        """``ties(rows)`` for :func:`compare` of the labels: the library's raw scores of the
+        differing rows alone (a second call to the library, on those rows only), their gaps."""
+        if self.tie_bound <= 0:
+            return None
+
+        def gaps(rows: np.ndarray) -> np.ndarray:
+            subset = None if names is None else {j: v[rows] for j, v in names.items()}
+            scores = self.subject.expected(X[rows], True, subset)[0].get("variable")
+            if scores is None:
+                return np.full(rows.size, np.nan)
+            return tie_gaps(self.subject.ens, np.asarray(scores).reshape(rows.size, -1), expected[rows], got[rows], self.tie_bound)
+
+        return gaps
+
     def _outputs(self, got: dict[str, np.ndarray], dev: str, expected: dict[str, np.ndarray], leaves_ref: np.ndarray | None,
-                 X: np.ndarray, offset: int, near: np.ndarray | None) -> Iterator[OutputReport]:
+                 X: np.ndarray, offset: int, near: np.ndarray | None, names: dict[int, np.ndarray] | None = None) -> Iterator[OutputReport]:
         """The report of each output of one run: the model's outputs, routing (leaf ids) and a
         ``--leaves`` graph's own leaf output."""
         atol: Any = self.atol
@@ -361,7 +387,8 @@ class _Checks:
             if name not in got:
                 yield OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph")
                 continue
-            yield compare(name, dev, got[name], np.asarray(exp), X, atol, self.rtol, name == "label", self.max_report, offset, near)
+            ties = self._ties(X, names, np.asarray(exp), got[name]) if name == "label" else None
+            yield compare(name, dev, got[name], np.asarray(exp), X, atol, self.rtol, name == "label", self.max_report, offset, near, ties)
         if leaves_ref is not None and self.leaf_ids is not None:
             try:
                 got_leaves = self.leaf_ids(got[self.leaf_name])
