@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tree2mat-installed
+# make demo's install: the core and skl2onnx (its pipeline), not the test extra's 2 GB of
+# runtimes and tools. A stamp of its own, so that it never satisfies make test's.
+DEMO_STAMP := $(VENV)/.tree2mat-demo-installed
 DEMO   := build/demo
 # The JavaScript runtimes (onnxruntime-node, onnxruntime-web, and playwright-core for the browser
 # tests), from js/package-lock.json, when Node.js is on the PATH. onnxruntime-node's CPU binaries
@@ -20,6 +23,11 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(DEMO_STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[pipelines]'
+	touch $(DEMO_STAMP)
 
 $(NODE_STAMP): js/package.json js/package-lock.json
 	mkdir -p $(NODE_DIR)
@@ -45,7 +53,7 @@ treeple: $(TREEPLE_STAMP)
 
 # Train a real model from a seed, convert it, verify it against scikit-learn; then the same for a
 # whole pipeline (preprocessing and a forest) through skl2onnx.
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	@mkdir -p $(DEMO)
 	$(BIN)/python examples/train_demo.py $(DEMO)/model.joblib
 	$(BIN)/tree2mat convert $(DEMO)/model.joblib -o $(DEMO)/model.onnx
