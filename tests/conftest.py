@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -82,16 +83,17 @@ def has_cuda() -> bool:
 @pytest.fixture
 def without_matplotlib(monkeypatch) -> None:
     """Every import of matplotlib fails, as where the plot extra is not installed."""
-    import builtins
+    block_modules(monkeypatch, "matplotlib")
 
-    real_import = builtins.__import__
 
-    def no_matplotlib(name, *args, **kwargs):
-        if name == "matplotlib" or name.startswith("matplotlib."):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+def block_modules(monkeypatch, *names: str) -> None:
+    """Imports of ``names`` and their submodules fail as where they are not installed
+    (ModuleNotFoundError naming the module): a None entry in sys.modules, which the import
+    system reads as "not found" whether or not the module was imported before."""
+    for name in names:
+        for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            monkeypatch.setitem(sys.modules, loaded, None)
+        monkeypatch.setitem(sys.modules, name, None)
 
 
 # ----------------------------------------------------------------------------- oblique trees

@@ -41,7 +41,7 @@ from tree2mat import frontends, peers
 from tree2mat.attention import AttentionForest
 from tree2mat.convert import convert
 from tree2mat.data import check_header_option, load_data
-from tree2mat.errors import DataError, OptionError, UnsupportedModelError
+from tree2mat.errors import DataError, OptionError, Tree2MatError, UnsupportedModelError, is_missing, missing
 from tree2mat.forms import AUTO, FORMS, check_form
 from tree2mat.forms.auto import check_batch_hint, check_target
 from tree2mat.frontends._support import labelled_frame
@@ -223,7 +223,11 @@ def bench(
             warnings.simplefilter("ignore")
             try:
                 expected = frontends.frontend_for(library).reference_outputs(library, X, False, ens)
+            except Tree2MatError:
+                raise
             except Exception as exc:
+                if (module := is_missing(exc)) is not None:  # the library's own import of an optional module
+                    raise missing(f"{type(library).__name__}'s predictions", module) from exc
                 raise DataError(f"the model itself rejects the data: {type(exc).__name__}: {exc}") from exc
     contenders: list[Contender] = []
     for form in forms:

@@ -34,7 +34,7 @@ from typing import IO, Any, Literal
 
 import numpy as np
 
-from tree2mat.errors import DataError, OptionError
+from tree2mat.errors import DataError, OptionError, require
 
 DATA_SUFFIXES = (".npy", ".npz", ".csv", ".parquet")
 #: Longest .csv line read (a file without line breaks is not read whole into memory).
@@ -506,10 +506,7 @@ class _ParquetRows(Rows):
 
     def __init__(self, path: Path, labels: Labels) -> None:
         self.name, self.path, self.labels = str(path), path, labels
-        try:
-            import pyarrow.parquet as pq
-        except ImportError as exc:
-            raise DataError(f"{path}: reading parquet needs pandas and pyarrow (pip install 'tree2mat[data]')") from exc
+        pq = require("pyarrow.parquet", f"{path}: reading parquet")
         self.file = pq.ParquetFile(path)
         schema = self.file.schema_arrow
         import pyarrow.types as pt

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tree2mat.errors import OptionError
+from tree2mat.errors import OptionError, require
 from tree2mat.inspect import matrices_of
 from tree2mat.ir.core import Comparison, Ensemble, Tree
 
@@ -41,12 +41,8 @@ LEFT, RIGHT, YES_NO = "#4575b4", "#d73027", ("yes", "no")
 
 
 def require_matplotlib(what: str) -> Any:
-    """The matplotlib module, or an :class:`OptionError` naming the extra that installs it."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise OptionError(f"{what} needs matplotlib: pip install 'tree2mat[plot]'") from None
-    return matplotlib
+    """The matplotlib module, or a MissingDependencyError naming the extra that installs it."""
+    return require("matplotlib", what)
 
 
 def draw_tree(ens: Ensemble, tree: int, feature_names: Sequence[str] | None = None, model_name: str | None = None) -> bytes:

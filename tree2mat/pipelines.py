@@ -37,12 +37,11 @@ import onnx
 
 from tree2mat import frontends
 from tree2mat.build import ConvertOptions, Progress, build_graph, checked, quiet, stamp
-from tree2mat.errors import OptionError, Tree2MatError, UnsupportedModelError
+from tree2mat.errors import OptionError, Tree2MatError, UnsupportedModelError, require
 from tree2mat.forms import DEFAULT_FORM, DEFAULT_OPSET, FORMS, MIN_OPSET, NEWEST_OPSET
 from tree2mat.forms._graph import all_nodes, sort_nodes
 from tree2mat.frontends.sklearn import describe_pipeline as describe
 
-EXTRA = "pip install 'tree2mat[pipelines]'"
 #: The operators skl2onnx writes for the preprocessing steps a pipeline graph holds, beyond
 #: tree2mat's own (``tree2mat.forms._graph.OPERATORS``), by domain: ``verify`` runs a pipeline
 #: graph of these without ``--foreign-graph`` (tests/e2e/test_pipelines.py checks the cases).
@@ -63,10 +62,7 @@ class _Steps:
 
 
 def _skl2onnx() -> Any:
-    try:
-        return importlib.import_module("skl2onnx")
-    except ImportError:
-        raise UnsupportedModelError(f"a scikit-learn Pipeline is converted through skl2onnx, which is not installed: {EXTRA}") from None
+    return require("skl2onnx", "converting a scikit-learn Pipeline (through skl2onnx)")
 
 
 def tree_estimators() -> dict[str, tuple[str, ...]]:
@@ -316,8 +312,7 @@ def as_fitted(pipeline: Any, X: np.ndarray) -> Any:
     names = getattr(pipeline, "feature_names_in_", None)
     if names is None:
         return X
-    import pandas as pd
-
+    pd = require("pandas", "a pipeline fitted on a DataFrame")
     return pd.DataFrame(X, columns=list(names))
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from tree2mat.errors import DeviceUnavailableError, OptionError, Tree2MatError, VerificationError
+from tree2mat.errors import DeviceUnavailableError, OptionError, Tree2MatError, VerificationError, install_command, missing
 from tree2mat.onnx_io import needs_external_data, write_external
 
 #: ``run(X) -> outputs by name``, for one loaded graph.
@@ -43,6 +43,8 @@ class Runtime:
     #: ``load(model, output_names, device) -> run``: the graph ready to run on ``device`` (cpu,
     #: or for onnxruntime cuda), computing ``output_names``.
     load: Callable[[onnx.ModelProto, Sequence[str], str], Run]
+    #: The Python module an extra of tree2mat installs (its error names the extra), or "".
+    module: str = ""
 
     def available(self) -> bool:
         return self.version() is not None
@@ -50,6 +52,8 @@ class Runtime:
     def check(self) -> str:
         """The version; a DeviceUnavailableError naming the install command when missing."""
         found = self.version()
+        if found is None and self.module:
+            raise missing(f"--runtime {self.name}", self.module)
         if found is None:
             raise DeviceUnavailableError(f"--runtime {self.name}: not installed; {self.install}")
         return found
@@ -519,9 +523,9 @@ RUNTIMES: dict[str, Runtime] = {
     for r in (
         Runtime("onnxruntime", "pip install onnxruntime", "onnxruntime's CPU execution provider", _onnxruntime_version, _onnxruntime),
         Runtime("reference", "pip install onnx", "onnx's own reference evaluator (onnx.reference)", _dist_version("onnx"), _reference),
-        Runtime("openvino", "pip install 'tree2mat[openvino]'", "OpenVINO's CPU plugin, its default settings", _openvino_version, _openvino),
-        Runtime("tract", "pip install 'tree2mat[tract]'", "Sonos' tract (Rust)", _dist_version("tract"), _tract),
-        Runtime("iree", "pip install 'tree2mat[iree]'", "IREE: the graph imported and compiled for llvm-cpu", _iree_version, _iree),
+        Runtime("openvino", install_command("openvino"), "OpenVINO's CPU plugin, its default settings", _openvino_version, _openvino, "openvino"),
+        Runtime("tract", install_command("tract"), "Sonos' tract (Rust)", _dist_version("tract"), _tract, "tract"),
+        Runtime("iree", install_command("iree"), "IREE: the graph imported and compiled for llvm-cpu", _iree_version, _iree, "iree"),
         Runtime(
             "onnxruntime-node", NODE_INSTALL.format(package="onnxruntime-node"),
             "onnxruntime's Node.js binding (CPU)", _node_version("onnxruntime-node"), _node("onnxruntime-node", "onnxruntime-node", "run_graph.mjs"),

@@ -233,5 +233,5 @@ def test_bad_png_options_are_one_line_errors(models, tmp_path, capsys, args, nee
 def test_png_without_matplotlib_is_a_one_line_error(models, tmp_path, capsys, without_matplotlib):
     png = tmp_path / "t.png"
     one_line_error(capsys, main(["inspect", str(models["six"]), "--tree", "0", "--png", str(png)]),
-                   "--png needs matplotlib: pip install 'tree2mat[plot]'")
+                   "--png needs matplotlib, which is not installed: pip install 'tree2mat[plot]'")
     assert not png.exists()

@@ -28,7 +28,7 @@ from xgboost import XGBClassifier, XGBRegressor
 
 import tree2mat
 from tree2mat.cli import main
-from tree2mat.errors import DataError, OptionError, UnsupportedModelError
+from tree2mat.errors import DataError, MissingDependencyError, OptionError, UnsupportedModelError
 
 from conftest import ROOT, assert_matches, run_onnx
 from test_cli import one_line_error
@@ -211,7 +211,7 @@ def test_refusals_in_the_api():
 
 def test_without_skl2onnx_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "skl2onnx", None)
-    with pytest.raises(UnsupportedModelError, match=r"tree2mat\[pipelines\]"):
+    with pytest.raises(MissingDependencyError, match=r"needs skl2onnx, which is not installed: pip install 'tree2mat\[pipelines\]'$"):
         tree2mat.convert(iris_pipeline()[0])
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tree2mat
-from tree2mat.errors import ModelFileError, UnsupportedModelError
+from tree2mat.errors import MissingDependencyError, ModelFileError, UnsupportedModelError
 from tree2mat.frontends.catboost import OBJECTIVES
 from tree2mat.ir import evaluate
 
@@ -208,7 +208,7 @@ def test_cbm_and_pickle(tmp_path, monkeypatch):
         report = tree2mat.verify(path, tree2mat.convert(path), rows=100)
         assert report.passed, report.summary()
     monkeypatch.setitem(sys.modules, "catboost", None)
-    with pytest.raises(UnsupportedModelError, match=r"model\.cbm: .*needs catboost \(pip install 'tree2mat\[catboost\]'\)"):
+    with pytest.raises(MissingDependencyError, match=r"model\.cbm: .*needs catboost, which is not installed: pip install 'tree2mat\[catboost\]'; or export"):
         tree2mat.load(tmp_path / "model.cbm")
 
 

@@ -391,7 +391,7 @@ def test_runtime_errors_are_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(runtimes.RUNTIMES, "tract", replace(RUNTIMES["tract"], version=lambda: None))
     assert main([*args, "--runtime", "tract"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--runtime tract: not installed; pip install 'tree2mat[tract]'" in err
+    assert err.count("\n") == 1 and "--runtime tract needs tract, which is not installed: pip install 'tree2mat[tract]'" in err
 
 
 def test_the_docs_runtime_table_is_the_last_matrix_run():

@@ -43,7 +43,7 @@ import numpy as np
 from tree2mat import frontends
 from tree2mat._files import atomic_write
 from tree2mat.data import one_hot
-from tree2mat.errors import DataError, ModelFileError, OptionError, UnsupportedModelError
+from tree2mat.errors import DataError, ModelFileError, OptionError, UnsupportedModelError, require
 from tree2mat.frontends.loading import ATTENTION_KEY, MALFORMED, AttentionDocument
 from tree2mat.ir import evaluate
 from tree2mat.ir.core import Aggregation, Ensemble, Link, Task
@@ -673,10 +673,7 @@ def _least_squares_on_simplex(M: np.ndarray, r: np.ndarray) -> np.ndarray:
     (rank-deficient M'M: more trees than rows; one of Friedman 3's in benchmarks/abrf_paper.py,
     which Clarabel solves in 9 ms); benchmarks/abrf_solvers.py times Clarabel against scipy's
     SLSQP."""
-    try:
-        import clarabel
-    except ImportError:
-        raise UnsupportedModelError("the L2 weights are solved with Clarabel's QP solver: pip install 'tree2mat[attention]'") from None
+    clarabel = require("clarabel", "solving the L2 weights (Clarabel's QP solver)")
     from scipy import sparse
 
     T = M.shape[1]

@@ -37,7 +37,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tree2mat.errors import ModelFileError, UnsupportedModelError
+from tree2mat.errors import ModelFileError, UnsupportedModelError, require
 from tree2mat.ir.limits import Declared, declare
 
 #: The public names of the scikit-learn estimators and steps a ``.skops`` file may hold (each
@@ -251,7 +251,7 @@ def audit(data: bytes, name: str) -> None:
         raise ModelFileError(f"{name}: not a readable .skops file: its schema is nested too deeply") from exc
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise ModelFileError(f"{name}: not a readable .skops file: {exc}") from exc
-    from skops.io._protocol import PROTOCOL  # (this skops's; its loaders read older ones otherwise)
+    PROTOCOL = require("skops.io._protocol", f"{name}: reading .skops files").PROTOCOL  # (this skops's; its loaders read older ones otherwise)
 
     if not isinstance(schema, dict) or schema.get("protocol") != PROTOCOL:
         got = schema.get("protocol") if isinstance(schema, dict) else None

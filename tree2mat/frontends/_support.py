@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tree2mat.errors import UnsupportedModelError
+from tree2mat.errors import UnsupportedModelError, require
 from tree2mat.ir.core import Ensemble, category_codes
 
 
@@ -46,7 +46,7 @@ def labelled_frame(ens: Ensemble, X: np.ndarray, names: dict[int, np.ndarray] | 
     file holds them (``names``; its categories the model's, then the names it never saw, so that
     the library, not tree2mat, decides what they are), else of the codes in ``X`` (code ``c``
     names ``labels[c]``, codes taken as the model takes them; any other value, NaN)."""
-    import pandas as pd
+    pd = require("pandas", "a model with named categories (its library reads them from a DataFrame)")
 
     columns = list(ens.feature_names) if ens.feature_names else [f"f{j}" for j in range(ens.n_features)]
     frame = pd.DataFrame(X, columns=columns)

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from tree2mat.errors import ModelFileError, UnsupportedModelError
+from tree2mat.errors import ModelFileError, UnsupportedModelError, missing
 from tree2mat.frontends._spec import FileFormat, FrontendSpec
 from tree2mat.frontends._support import SupportRow, normalize_classes
 from tree2mat.frontends.loading import JSON, MALFORMED, file_kind, read_document, read_head
@@ -503,9 +503,9 @@ def load_cbm(path: Path) -> Any:
     """The CatBoost model object of a ``.cbm`` file (catboost needed)."""
     catboost = _catboost()
     if catboost is None:
-        raise UnsupportedModelError(
-            f"{path}: reading CatBoost's binary .cbm needs catboost (pip install 'tree2mat[catboost]'); or export "
-            "the model as JSON (save_model('model.json', format='json')), which tree2mat reads without it"
+        raise missing(
+            f"{path}: reading CatBoost's binary .cbm", "catboost",
+            "or export the model as JSON (save_model('model.json', format='json')), which tree2mat reads without it",
         )
     _check_in_a_process(path, "cbm")
     model = catboost.CatBoost()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tree2mat.errors import ModelFileError, OptionError, PickleWarning
+from tree2mat.errors import ModelFileError, OptionError, PickleWarning, is_missing, missing, require
 from tree2mat.frontends import _skops
 from tree2mat.frontends._spec import HEAD_BYTES, FileFormat
 from tree2mat.frontends._ubjson import decode
@@ -172,6 +172,8 @@ def _load_pickle(path: Path) -> Any:
     try:
         return joblib.load(path)
     except ModuleNotFoundError as exc:
+        if (module := is_missing(exc)) is not None:  # a library's model: the extra installs it
+            raise missing(f"{path}: the pickle", module) from exc
         raise ModelFileError(
             f"{path}: the pickle needs the module {exc.name!r}, which is not installed"
         ) from exc
@@ -185,12 +187,7 @@ def _load_skops(path: Path) -> Any:
     checks (:mod:`tree2mat.frontends._skops`), whatever skops itself trusts."""
     data = _skops.read(path)
     _skops.audit(data, str(path))  # (its schema alone, before skops reads anything)
-    try:
-        import skops.io as sio
-    except ImportError as exc:
-        raise ModelFileError(
-            f"{path}: reading .skops files needs skops (pip install 'tree2mat[skops]')"
-        ) from exc
+    sio = require("skops.io", f"{path}: reading .skops files")
     try:
         untrusted = sio.get_untrusted_types(data=data)
     except Exception as exc:

@@ -33,8 +33,9 @@ def devices_for(device: str) -> list[str]:
     has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
     if device == "cuda" and not has_cuda:
         raise DeviceUnavailableError(
-            "--device cuda: this onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu "
-            "on a machine with a CUDA GPU); nothing was run"
+            "--device cuda: this onnxruntime has no CUDAExecutionProvider (on a machine with a CUDA GPU, swap it for "
+            "onnxruntime-gpu: pip uninstall -y onnxruntime onnxruntime-gpu, then pip install --no-deps 'onnxruntime-gpu>=1.20,<2'); "
+            "nothing was run"
         )
     if device == "all":
         return ["cpu", "cuda"] if has_cuda else ["cpu"]

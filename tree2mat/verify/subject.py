@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from tree2mat import attention, frontends, pipelines
-from tree2mat.errors import DataError
+from tree2mat.errors import DataError, Tree2MatError, is_missing, missing
 from tree2mat.forms import auto
 from tree2mat.frontends._support import labelled_frame
 from tree2mat.frontends.sklearn import is_pipeline
@@ -94,6 +94,10 @@ def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool, pipeline: Any
                 return out, X
             out = frontends.frontend_for(model).reference_outputs(model, X, raw, ens)
             return out, np.asarray(X.toarray() if hasattr(X, "toarray") else X)  # (sparse from a one-hot encoder)
+    except Tree2MatError:  # (pandas missing for a frame of named categories: the extra, not the rows)
+        raise
     except Exception as exc:  # the library refuses the rows (inf, NaN where unsupported, ...)
+        if (module := is_missing(exc)) is not None:  # the library's own import of an optional module
+            raise missing(f"{type(model).__name__}'s predictions", module) from exc
         reason = str(exc).split("Stack trace:")[0].strip()  # (XGBoost's errors carry a native stack trace)
         raise DataError(f"the model itself rejects the data: {type(exc).__name__}: {reason}") from exc
