@@ -199,7 +199,7 @@ def verify(
     rtol: float = typer.Option(1e-6, "--rtol", help="Relative tolerance on values."),
     seed: int = typer.Option(0, "--seed", help="Seed for synthesized rows."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the report as JSON to this file ('-' for stdout)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress on stderr while --data is read (a bar on a terminal, a line every 10 % otherwise)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress on stderr: while --data is read, a bar on a terminal and a line every 10 % otherwise; with synthesized rows, a bar on a terminal only (none with --json -)."),
     timeout: float | None = typer.Option(None, "--timeout", help="The longest one run of the graph on a chunk of rows may take, in seconds (default 600); past it the run is stopped (exit 2)."),
     foreign_graph: bool = typer.Option(False, "--foreign-graph", help="Run a graph with operators tree2mat never writes (a peer's TreeEnsemble graph, a Loop, a custom domain): refused by default, as it may run as long as it says."),
     require_library: bool = typer.Option(False, "--require-library", help="Exit 2 where the library's own predictions cannot be had (a native model file without its library installed, tree2mat's IR) instead of comparing with tree2mat's reference evaluator."),
@@ -213,7 +213,12 @@ def verify(
     _check_output("--json", json_out)
     check_outputs({"--json": json_out}, {"MODEL": model, "ONNX": onnx_file, "--data": data,
                                          **{f"its data file {p.name}": p for p in data_files(onnx_file)}})
-    with _libraries_to_stderr(), _Progress("verify", enabled=progress and data is not None) as shown, warnings.catch_warnings():
+    # Synthesized rows (a big model's take a minute): a bar on a terminal only, not with --json -.
+    # --data: also a line every 10 % elsewhere (a CI log of a long file).
+    bar = sys.stderr.isatty() and (json_out is None or str(json_out) != "-")
+    with _libraries_to_stderr(), _Progress("verify", enabled=progress and (data is not None or bar)) as shown, warnings.catch_warnings():
+        if progress and bar:  # (until the checks begin: the library imported, the model read, the rows made)
+            shown.stage("reading the model" + (" and making the rows" if data is None else ""), 1)
         if json_out is None or str(json_out) != "-":  # (the text report says it in a note: once is enough)
             warnings.simplefilter("ignore", TargetWarning)
         report = tree2mat.verify(model, onnx_file, data, header=header, device=device, rows=rows, atol=atol, rtol=rtol, seed=seed,

@@ -269,6 +269,28 @@ def test_progress_bar_on_a_terminal_keeps_stdout_clean(models, tmp_path, capsys,
     assert json.loads(captured.out)["n_trees"] == 5  # the bar went to stderr, not into the JSON
 
 
+def test_verify_of_synthesized_rows_shows_a_bar_on_a_terminal_only(models, tmp_path, capsys, monkeypatch):
+    """Synthesized rows (a big model's take a minute): the bar says what verify is at, the
+    reading and then the rows checked; nothing where stderr is no terminal, nor with --json -."""
+    import tree2mat.cli as cli
+
+    onx = str(tmp_path / "m.onnx")
+    assert main(["convert", str(models / "a.joblib"), "-o", onx, "--no-progress"]) == 0
+    capsys.readouterr()
+    shown: list[tuple[float, str]] = []
+    monkeypatch.setattr(cli._Progress, "_bar", lambda self, fraction, text, eta: shown.append((fraction, text)))
+    assert main(["verify", str(models / "a.joblib"), onx]) == 0
+    assert shown == [] and capsys.readouterr().err == ""  # (not a terminal)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["verify", str(models / "a.joblib"), onx, "--json", "-"]) == 0
+    assert shown == [] and json.loads(capsys.readouterr().out)["passed"]
+    assert main(["verify", str(models / "a.joblib"), onx]) == 0
+    assert shown[0] == (0.0, "reading the model and making the rows") and shown[1] == (0.0, "0 rows"), shown
+    assert shown[-1][0] == 1.0 and shown[-1][1].endswith(" rows") and "PASS" in capsys.readouterr().out
+    shown.clear()
+    assert main(["verify", str(models / "a.joblib"), onx, "--no-progress"]) == 0 and shown == []
+
+
 @pytest.mark.slow
 def test_json_on_stdout_is_all_there_is_when_a_library_prints(tmp_path):
     """`--json -` pipes into a parser even where LightGBM prints while loading a model: a real

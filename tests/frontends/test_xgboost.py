@@ -440,4 +440,4 @@ def test_require_library_refuses_where_xgboost_s_own_predictions_cannot_be_had(t
     assert "no original library model" in capsys.readouterr().out
     assert main(["verify", str(path), str(onx), "--require-library"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"tree2mat: error: {path}: --require-library: XGBoost's own predictions cannot be had: XGBoost is not installed here", err
+    assert err == f"tree2mat: error: {path}: --require-library: XGBoost's own predictions cannot be had: XGBoost is not installed here (pip install 'tree2mat[xgboost]')", err

@@ -34,7 +34,7 @@ import onnx
 from tree2mat import attention, pipelines
 from tree2mat.attention import graph as attention_graph
 from tree2mat.data import ArrayRows, Rows, check_header_option, open_rows, read_chunks
-from tree2mat.errors import DataError, LibraryUnavailableError, OptionError, TargetWarning, VerificationError
+from tree2mat.errors import EXTRAS, DataError, LibraryUnavailableError, OptionError, TargetWarning, VerificationError, install_command
 from tree2mat.forms import FORMS
 from tree2mat.frontends import FRONTENDS
 from tree2mat.ir import evaluate
@@ -170,6 +170,8 @@ def verify(
     )
     reports: dict[tuple[str, str, str], OutputReport] = {}
     done = 0
+    if progress is not None:  # (the model read, the rows ready: the checks begin)
+        progress(0, 0.0)
     for X in read_chunks(source, data_rows):
         X = _data_rows(X, in_dtype) if data is not None else X
         for walk, rep in checks.chunk(X, source.names, done):
@@ -238,7 +240,7 @@ def _no_library(subject: Subject) -> str:
         importlib.import_module(spec.name)
         why = f"the file is not {spec.library}'s own model file: verify the model file {spec.library} wrote"  # (tree2mat's IR)
     except ImportError:
-        why = f"{spec.library} is not installed here"
+        why = f"{spec.library} is not installed here" + (f" ({install_command(EXTRAS[spec.name])})" if spec.name in EXTRAS else "")
     return f"{subject.name}: --require-library: {spec.library}'s own predictions cannot be had: {why}"
 
 
