@@ -170,7 +170,7 @@ def test_streamed_verify_reports_what_a_whole_array_verify_reports(wrong_pair, m
     monkeypatch.setattr(sys.modules["tree2mat.verify"], "DATA_CHUNK_BYTES", 8 * X.shape[1] * 10)  # 10 rows a chunk
     seen = []
     streamed = tree2mat.verify(model, d / "a.onnx", d / "x.npy", max_report=40, progress=lambda n, f: seen.append((n, f)))
-    assert len(seen) == 26 and seen[-1] == (257, 1.0) and [n for n, _ in seen] == sorted(n for n, _ in seen)
+    assert len(seen) == 27 and seen[0] == (0, 0.0) and seen[-1] == (257, 1.0) and [n for n, _ in seen] == sorted(n for n, _ in seen)
     assert streamed.rows == whole.rows == 257
     for a, b in zip(whole.outputs, streamed.outputs):
         assert (a.name, a.compared, a.mismatches) == (b.name, b.compared, b.mismatches)

@@ -101,7 +101,7 @@ def verify(
 
     ``data``: an array or a file path (.npy, .npz, .csv, .parquet); None synthesizes rows. A file
     is read, checked and let go a chunk of rows at a time (constant memory however large it is).
-    ``progress(rows_done, fraction)`` is called after each chunk. ``runtime``: the ONNX runtime
+    ``progress(rows_done, fraction)`` is called as the checks begin (0, 0.0) and after each chunk. ``runtime``: the ONNX runtime
     to run the graph on (:data:`tree2mat.runtimes.RUNTIMES`; ``device`` is onnxruntime's).
     ``timeout``: the longest one run of the graph on a chunk of rows may take, in seconds (None:
     no limit); past it the run is stopped and a ``GraphTimeoutError`` raised. A graph with
