@@ -55,6 +55,38 @@ class Rows:
     dtype: np.dtype
     _done: int = 0
     names: dict[int, np.ndarray] = {}  # noqa: RUF012 (replaced, never changed in place)
+    #: Per column of named categories: [cells given, cells naming no category, a few of those].
+    unnamed: dict[int, list[Any]]
+
+    def _tally(self, j: int, cells: np.ndarray, codes: np.ndarray) -> None:
+        """Count the cells of column ``j`` that name no category (their codes NaN, the cell not
+        empty): they are read as an unseen category, and a file of codes would be all of them."""
+        if not hasattr(self, "unnamed"):
+            self.unnamed = {}
+        given = np.asarray([c is not None and not (isinstance(c, float) and np.isnan(c)) and c != "" for c in cells], bool)
+        lost = given & np.isnan(codes)
+        entry = self.unnamed.setdefault(j, [0, 0, []])
+        entry[0] += int(given.sum())
+        entry[1] += int(lost.sum())
+        for c in cells[lost][:3]:
+            if len(entry[2]) < 3 and str(c) not in entry[2]:
+                entry[2].append(str(c))
+
+    def unnamed_notes(self, labels: Labels, columns: Sequence[str] | None = None) -> list[str]:
+        """What the report says of the named-category columns whose cells named no category."""
+        notes = []
+        for j, (given, lost, examples) in sorted(getattr(self, "unnamed", {}).items()):
+            if not lost:
+                continue
+            known = ", ".join(repr(v) for v in list(labels[j])[:5]) + (", ..." if len(labels[j]) > 5 else "")
+            what = f"column {j}" + (f" ({columns[j]})" if columns else "")
+            shown = ", ".join(repr(v) for v in examples)
+            if lost == given:
+                notes.append(f"{what}: none of its {given:,} cells names one of the model's categories ({known}), e.g. {shown}: all read "
+                             "as an unseen category; if the file holds the categories' codes, give --category-codes")
+            else:
+                notes.append(f"{what}: {lost:,} of {given:,} cells name none of the model's categories, e.g. {shown}: read as an unseen category")
+        return notes
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -402,7 +434,10 @@ class _CsvRows(Rows):
         if any(len(row) != self.n_features for row in table):
             raise DataError(f"{self.name}: row {seen + 1} onwards has a row of another width than the first line's {self.n_features}")
         self.names = {j: np.asarray([row[j] if row[j] else None for row in table], object) for j in converters}
-        return np.asarray([[converters[j](v) if j in converters else cell(v) for j, v in enumerate(row)] for row in table], np.float64)
+        X = np.asarray([[converters[j](v) if j in converters else cell(v) for j, v in enumerate(row)] for row in table], np.float64)
+        for j, cells in self.names.items():
+            self._tally(j, cells, X[:, j])
+        return X
 
     @property
     def fraction_read(self) -> float:
@@ -526,7 +561,9 @@ class _ParquetRows(Rows):
                 if j < frame.shape[1]:
                     code = encoder(names)
                     self.names[j] = frame.iloc[:, j].astype(object).to_numpy()
-                    frame.isetitem(j, np.asarray([code(v) for v in self.names[j]], np.float64))
+                    codes = np.asarray([code(v) for v in self.names[j]], np.float64)
+                    self._tally(j, self.names[j], codes)
+                    frame.isetitem(j, codes)
             X = frame.to_numpy(dtype=np.float64, na_value=np.nan)  # nulls: missing values
             self._done += batch.num_rows
             yield X

@@ -220,3 +220,51 @@ def test_xgboost_non_ascii_names(tmp_path):
     # (none at all: XGBoost reads names for all its category columns or for none)
     assert labels == ({1: tuple(cities), 2: (1, 2, 3)} if fixed else {})
     assert tree2mat.verify(path, tree2mat.convert(path)).passed
+
+
+def _codes_csv(tmp_path, ens, cities=CITIES) -> str:
+    """A user's rows with each named-category column written as the categories' codes (as the
+    graph takes them), not their names."""
+    rows = _frame(60, np.asarray(cities))
+    for j, labels in ens.category_labels:
+        col = rows.columns[j]
+        rows[col] = pd.Categorical(rows[col].astype(object), categories=list(labels)).codes
+    path = tmp_path / "codes.csv"
+    rows.to_csv(path, index=False)
+    return str(path)
+
+
+def _category_notes(report) -> list[str]:
+    return [n for n in report.notes if "categories" in n and n.startswith("column")]
+
+
+def _check_codes_file(subject, tmp_path, cities=CITIES) -> None:
+    """A .csv whose category columns hold codes (4, not "rome"): read as names, no cell names a
+    category, which the report says, naming --category-codes; with it, the codes are the rows'
+    categories, verify passes and every category column was reached."""
+    ens = tree2mat.load(subject)
+    onx = tree2mat.convert(subject)
+    rows = _codes_csv(tmp_path, ens, cities)
+    notes = _category_notes(tree2mat.verify(subject, onx, data=rows))
+    for j, labels in ens.category_labels:
+        if not isinstance(labels[0], str):  # (codes of numbers name numbers: size's 1 and 2 are categories 1, 2)
+            continue
+        col = ens.feature_names[j]
+        assert any(n.startswith(f"column {j} ({col}): none of its 60 cells names one of the model's categories") and "--category-codes" in n
+                   for n in notes), notes
+        assert f"column {j} ({col}): no row of the data holds one of the model's categories, so the splits on its categories were not checked" in notes
+    codes = tree2mat.verify(subject, onx, data=rows, category_codes=True)
+    assert codes.passed and _category_notes(codes) == [], codes.summary()
+
+
+def test_a_file_of_codes_is_never_read_silently_as_no_category(model, tmp_path):
+    _check_codes_file(model, tmp_path)
+    named = tree2mat.verify(model, tree2mat.convert(model), data=_user_rows(tmp_path, ".csv"))  # ("paris", 7: unseen)
+    assert named.passed and all("none of its" not in n and "not checked" not in n for n in named.notes), named.notes
+    assert any(n.startswith("column 1 (city): ") and "cells name none of the model's categories, e.g. 'paris'" in n for n in named.notes), named.notes
+
+
+def test_a_file_of_codes_for_xgboost(tmp_path):
+    """As above for XGBoost's stored categories (the file the issue saw fail on 392 rows: read as
+    names, XGBoost takes each code as a name it never saw, which it routes unlike NaN)."""
+    _check_codes_file(_xgb_model(ASCII), tmp_path, ASCII)

@@ -38,6 +38,7 @@ from tree2mat.errors import EXTRAS, DataError, LibraryUnavailableError, OptionEr
 from tree2mat.forms import FORMS
 from tree2mat.frontends import FRONTENDS
 from tree2mat.ir import evaluate
+from tree2mat.ir.core import Ensemble, category_codes
 from tree2mat.onnx_io import needs_external_data
 from tree2mat.runtimes import cuda_refusal
 from tree2mat.verify.checks import DEFAULT_RTOL, compare, default_atol, differing_rows, merge, tie_bound, tie_gaps
@@ -96,6 +97,7 @@ def verify(
     header: bool | None = None,
     require_library: bool = False,
     strict: bool = False,
+    category_codes: bool = False,
 ) -> Report:
     """Compare the ONNX graph with the original model; ``Report.passed`` is the verdict.
 
@@ -116,6 +118,8 @@ def verify(
     A label row where the graph's label differs from the library's at a tie (the library's
     scores of the two labels within :func:`tie_bound` of each other) is counted in
     ``OutputReport.ties``, not as a mismatch; ``strict`` fails the report on such rows too.
+    ``category_codes``: a ``.csv`` or ``.parquet`` file's columns of named categories hold the
+    categories' codes (numbers), not their names.
 
     >>> from sklearn.datasets import load_iris
     >>> from sklearn.ensemble import RandomForestClassifier
@@ -145,7 +149,7 @@ def verify(
         raise OptionError(off_cuda)
     if off_cuda is not None:  # (--device all: the CPU's proof, and why not CUDA's)
         devices = [d for d in devices if d != "cuda"]
-    source, kinds = _rows_source(subject, data, in_dtype, rows, seed, header)
+    source, kinds = _rows_source(subject, data, in_dtype, rows, seed, header, category_codes)
     meta = _metadata(onx)
     _check_kind(meta, subject)
     onx_run, leaf_ids, leaf_tensor = _with_leaf_output(onx, subject.ens, in_dtype)
@@ -170,12 +174,15 @@ def verify(
     )
     reports: dict[tuple[str, str, str], OutputReport] = {}
     done = 0
+    # (your data's named-category columns: whether any row holds one of the model's categories)
+    unreached = set(dict(subject.ens.category_labels)) if data is not None and subject.pipeline is None else set()
     if progress is not None:  # (the model read, the rows ready: the checks begin)
         progress(0, 0.0)
     for X in read_chunks(source, data_rows):
         X = _data_rows(X, in_dtype) if data is not None else X
         for walk, rep in checks.chunk(X, source.names, done):
             _add(reports, walk, max_report, rep)
+        unreached -= _reached(subject.ens, X, unreached)
         done += X.shape[0]
         if progress is not None:
             progress(done, source.fraction_read)
@@ -187,6 +194,8 @@ def verify(
         )
     if subject.ens.is_oblique:
         notes.append(_oblique_note(subject, checks.near[0]))
+    if data is not None and subject.pipeline is None:
+        notes += _category_notes(subject.ens, source, unreached)
     return Report(subject.name, onnx_name, done, kinds or {"data": done}, devices, atol_v, rtol, list(reports.values()), notes,
                   f"{runtime} {version}", strict, ties)
 
@@ -216,19 +225,45 @@ def _load_graph(onnx_model_or_path: Any, n_features: int, runtime: str) -> tuple
     return onx, name, _check_graph_input(onx, n_features)
 
 
-def _rows_source(subject: Subject, data: Any, dtype: np.dtype, rows: int, seed: int, header: bool | None = None) -> tuple[Rows, dict[str, int] | None]:
+def _rows_source(
+    subject: Subject, data: Any, dtype: np.dtype, rows: int, seed: int, header: bool | None = None, codes: bool = False,
+) -> tuple[Rows, dict[str, int] | None]:
     """The rows to check on: ``data`` (an array or a file, read a chunk at a time; ``header``: a
-    .csv's, see :func:`open_rows`), or ``rows`` synthesized rows of ``dtype`` with the count of
-    each kind (None for data)."""
+    .csv's, see :func:`open_rows`; ``codes``: its named-category columns hold codes), or ``rows``
+    synthesized rows of ``dtype`` with the count of each kind (None for data)."""
     if data is None:
         X, kinds = synthesize(subject.ens, rows, dtype=dtype, seed=seed)
         return ArrayRows(X, "synthesized rows"), kinds
-    labels = dict(subject.ens.category_labels) if subject.pipeline is None else None
+    labels = dict(subject.ens.category_labels) if subject.pipeline is None and not codes else None
     source = open_rows(data, labels, header) if isinstance(data, (str, Path)) else ArrayRows(data)
     if source.n_features != subject.n_features:
         raise DataError(f"data has shape ({source.n_rows if source.n_rows is not None else 'N'}, {source.n_features}); "
                         f"the model expects [N, {subject.n_features}]")
     return source, None
+
+
+def _reached(ens: Ensemble, X: np.ndarray, columns: set[int]) -> set[int]:
+    """Of ``columns`` (named categories), those where a row of ``X`` holds one of the model's
+    categories (a code the model takes as one)."""
+    labels = dict(ens.category_labels)
+    out = set()
+    for j in columns:
+        codes = category_codes(np.asarray(X[:, j], np.float64), ens.category_codes)
+        with np.errstate(invalid="ignore"):
+            if np.any((codes >= 0) & (codes < len(labels[j])) & (codes == np.trunc(codes))):
+                out.add(j)
+    return out
+
+
+def _category_notes(ens: Ensemble, source: Rows, unreached: set[int]) -> list[str]:
+    """The report's notes on your data's named-category columns: cells naming none of the
+    model's categories, and columns whose categories no row reached (their splits unchecked)."""
+    names = list(ens.feature_names) if ens.feature_names else None
+    notes = source.unnamed_notes(dict(ens.category_labels), names)
+    for j in sorted(unreached):
+        what = f"column {j}" + (f" ({names[j]})" if names else "")
+        notes.append(f"{what}: no row of the data holds one of the model's categories, so the splits on its categories were not checked")
+    return notes
 
 
 def _no_library(subject: Subject) -> str:
