@@ -1,0 +1,63 @@
+"""Synthesized-row `verify` of big models, and where its time goes (issue 36): an
+XGBClassifier(2 000 trees, depth 6) and an LGBMClassifier(2 000 trees, 63 leaves), trained on
+``make_classification`` (5 000 rows, 20 features), converted with the defaults, verified with the
+defaults (1 000 random rows and the threshold, NaN and extreme rows) under cProfile; the wall time,
+and the cumulative time of the phases named below.
+
+    python benchmarks/verify_speed.py
+"""
+
+from __future__ import annotations
+
+import cProfile
+import platform
+import pstats
+import tempfile
+import time
+from pathlib import Path
+
+#: (what, the function whose cumulative time it is): the phases of one verify.
+PHASES = (
+    ("reading the model, importing the library", "load_subject"),
+    ("synthesizing the rows", "synthesize"),
+    ("the library's predictions", "reference_outputs"),
+    ("the graph, every walk", "run"),
+    ("the reference evaluator's leaves (routing)", "apply"),
+    ("the graph's leaf ids (routing)", "leaf_ids_of"),
+)
+
+
+def main() -> None:
+    import lightgbm as lgb
+    import onnxruntime
+    import xgboost as xgb
+    from sklearn.datasets import make_classification
+
+    import tree2mat
+
+    X, y = make_classification(5000, 20, n_informative=10, random_state=0)
+    folder = Path(tempfile.mkdtemp())
+    xgb.XGBClassifier(n_estimators=2000, max_depth=6, n_jobs=1).fit(X, y).save_model(folder / "xgb.json")
+    lgb.LGBMClassifier(n_estimators=2000, num_leaves=63, verbose=-1, n_jobs=1).fit(X, y).booster_.save_model(folder / "lgb.txt")
+    print(f"{platform.processor() or platform.machine()}, {platform.system()}; tree2mat {tree2mat.__version__}, onnxruntime {onnxruntime.__version__}, "
+          f"XGBoost {xgb.__version__}, LightGBM {lgb.__version__}")
+    for name in ("xgb.json", "lgb.txt"):
+        path = folder / name
+        tree2mat.save(tree2mat.convert(path), folder / "g.onnx")
+        profile = cProfile.Profile()
+        start = time.perf_counter()
+        profile.enable()
+        report = tree2mat.verify(path, folder / "g.onnx")
+        profile.disable()
+        wall = time.perf_counter() - start
+        stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+        cumulative: dict[str, float] = {}
+        for (file, _, function), (_, _, _, cum, _) in stats.items():
+            if "tree2mat" in file or function == "reference_outputs":
+                cumulative[function] = max(cumulative.get(function, 0.0), cum)
+        parts = "; ".join(f"{what} {cumulative.get(fn, 0.0):.1f} s" for what, fn in PHASES)
+        print(f"{name}: {report.rows:,} rows, {'PASS' if report.passed else 'FAIL'}, {wall:.1f} s under the profiler: {parts}")
+
+
+if __name__ == "__main__":
+    main()
