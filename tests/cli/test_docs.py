@@ -25,10 +25,12 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: Modules whose docstrings document the public API, with their examples.
 DOCUMENTED = ["tree2mat", "tree2mat.convert", "tree2mat.verify", "tree2mat.pipelines", "tree2mat.frontends.loading"]
 
-#: Code block languages: run as Python, run through bash, or output (never run).
+#: Code block languages: run as Python, run through bash, or output (never run). A YAML block is a
+#: configuration file (docs/ci.md's workflow and pre-commit hook), never run here:
+#: tests/cli/test_ci_recipe.py runs those, and checks each against the file it shows.
 PYTHON = {"python", "py"}
 SHELL = {"sh", "bash", "shell", "console"}
-OUTPUT = {"text", "json", "output"}
+OUTPUT = {"text", "json", "output", "yaml"}
 #: The comment line that marks the next block as not run, with the reason.
 NOT_RUN = re.compile(r"^<!-- not run: (?P<reason>\S.*?) -->$")
 

@@ -44,6 +44,8 @@ NOT_RUN = {
     "pip install torch==2.13.0 hummingbird-ml onnxscript": "bench's optional peers, not an extra of tree2mat's; other projects' packages",
     "pip install --no-deps 'onnxruntime-gpu>=1.20,<2'": "onnxruntime-gpu from an index (the gpu extra's swap, docs/cli.md#install; "
                                                          "checked by hand, benchmarks/RESULTS.md)",
+    'pip install "$TREE2MAT"': "the CI workflow's install of the wheel its TREE2MAT names (docs/ci.md); "
+                               "tests/cli/test_ci_recipe.py runs it with this checkout's wheel and no index",
 }
 
 
