@@ -204,7 +204,7 @@ def verify(
     foreign_graph: bool = typer.Option(False, "--foreign-graph", help="Run a graph with operators tree2mat never writes (a peer's TreeEnsemble graph, a Loop, a custom domain): refused by default, as it may run as long as it says."),
     require_library: bool = typer.Option(False, "--require-library", help="Exit 2 where the library's own predictions cannot be had (a native model file without its library installed, tree2mat's IR) instead of comparing with tree2mat's reference evaluator."),
     category_codes: bool = typer.Option(False, "--category-codes", help="The --data file's columns of named categories (a model fitted on pandas categories) hold the categories' codes, not their names (by default: names; a cell naming no category is an unseen one, and the report says how many)."),
-    strict: bool = typer.Option(False, "--strict", help="Fail on label rows at a tie too: rows whose label differs where the library's scores of the two labels lie within the rounding of the sums (reported apart, as ties, and passed by default; a --dtype float64 graph gives the library's labels there; see docs/exactness.md)."),
+    strict: bool = typer.Option(False, "--strict", help="Fail on label rows at a tie too: rows whose label differs where the library's scores of the two labels lie within the rounding of the sums (reported apart, as ties, and passed by default; a --dtype float64 graph gives the library's labels there)."),
 ) -> None:
     """Check that ONNX reproduces MODEL: exit 0 pass, 1 mismatch, 2 bad input."""
     import tree2mat

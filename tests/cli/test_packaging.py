@@ -189,7 +189,9 @@ def side(built) -> Path:
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
     Path(site, "_outer.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _pip(python, "install", "--no-deps", "--no-index", str(built["wheel"]), check=True)
+    # (--ignore-installed: the tree2mat this environment has, editable, is seen through the path
+    # entry and would count as installed; it is neither replaced nor removed)
+    _pip(python, "install", "--no-deps", "--no-index", "--ignore-installed", str(built["wheel"]), check=True)
     return python
 
 
@@ -246,7 +248,7 @@ def test_the_installed_help_names_no_file_of_the_repository(side):
     tree2mat = side.parent / "tree2mat"
     commands = json.loads(subprocess.run([str(side), "-c", "import json, tree2mat.cli as c; import typer.main as t; "
                                           "print(json.dumps(sorted(t.get_command(c.app).commands)))"],
-                                         check=True, capture_output=True, text=True).stdout)
+                                         check=True, capture_output=True, text=True, cwd=side.parent).stdout)  # (not the checkout's tree2mat/)
     assert "verify" in commands
     for args in ([], *([c] for c in commands)):
         done = subprocess.run([str(tree2mat), *args, "--help"], capture_output=True, text=True, env=_env({"COLUMNS": "300"}))
