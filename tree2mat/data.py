@@ -590,9 +590,14 @@ class ColumnRows(Rows):
             if not path.is_file():
                 raise DataError(f"{path}: no such file")
             if suffix == ".csv":
-                # (text columns as written: "1" stays the category "1", not the number 1.0)
-                self._frames = lambda rows: pd.read_csv(path, usecols=self._present(pd.read_csv(path, nrows=0).columns),
-                                                        dtype={c: str for c in self.text}, keep_default_na=True, chunksize=rows)
+                # (text columns as written: "1" stays the category "1", not the number 1.0, and
+                # "NA" the category NA; only an empty text cell is missing)
+                from pandas._libs.parsers import STR_NA_VALUES
+
+                usecols = self._present(pd.read_csv(path, nrows=0).columns)
+                missing = {c: [""] if c in self.text else sorted(STR_NA_VALUES) for c in usecols}
+                self._frames = lambda rows: pd.read_csv(path, usecols=usecols, dtype={c: str for c in self.text}, keep_default_na=False,
+                                                        na_values=missing, chunksize=rows)
                 self.n_rows = None
             elif suffix == ".parquet":
                 pq = require("pyarrow.parquet", f"{path}: reading parquet")

@@ -20,6 +20,7 @@ from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
 
 import tree2mat
 from tree2mat.cli import main
+from tree2mat.data import ColumnRows
 from tree2mat.errors import VerificationError
 from tree2mat.runtimes import column_runtimes
 
@@ -92,6 +93,8 @@ def test_cli_convert_and_verify_csv_and_parquet(make, tmp_path, capsys):
         doc = json.loads(report.read_text())
         assert doc["rows"] == len(data)
         assert {o["name"] for o in doc["outputs"]} >= ({"label", "probabilities"} if make is classifier else {"variable"})
+    code = main(["verify", str(tmp_path / "pipe.joblib"), str(out), "--data", str(tmp_path / "rows.csv"), "--json", "-"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["passed"] is True  # (the report alone on stdout)
     # the oracle itself: the graph's outputs on the rows are the pipeline's own predictions
     got = tree2mat.verify(pipe, onnx.load(out), data)
     assert got.passed and got.rows == len(data)
@@ -105,6 +108,15 @@ def test_verify_fails_on_a_graph_of_another_pipeline(tmp_path, capsys):
     rows(3).to_csv(tmp_path / "rows.csv", index=False)
     code = main(["verify", str(tmp_path / "pipe.joblib"), str(tmp_path / "other.onnx"), "--data", str(tmp_path / "rows.csv"), "--no-progress"])
     assert code == 1 and capsys.readouterr().out.rstrip().endswith("FAIL")
+
+
+def test_csv_text_columns_stay_text(tmp_path):
+    """A .csv's text cells are read as written ("NA" is a city, "1" a colour), empty ones as
+    missing; its numbers as numbers."""
+    (tmp_path / "rows.csv").write_text("age,city,color\n41.5,NA,1\n,,red\nNA,paris,blue\n")
+    got = np.concatenate(list(ColumnRows(tmp_path / "rows.csv", ["city", "color", "age"], ["city", "color"]).chunks(2)))
+    assert got[:, :2].tolist() == [["NA", "1"], [None, "red"], ["paris", "blue"]]
+    assert got[0, 2] == 41.5 and np.isnan(got[1, 2]) and np.isnan(got[2, 2])
 
 
 def test_data_needs_the_named_columns(tmp_path, capsys):
