@@ -9,7 +9,10 @@ own operators for the rest of the pipeline.
 :func:`convert_pipeline` (what ``tree2mat.convert`` calls for a ``Pipeline``) does that for a
 pipeline that takes one numeric matrix, in float64 by default: skl2onnx's scalers then compute
 what scikit-learn computes (in float32 they round differently, and rows near a threshold take
-the other branch: 676 of 20 000 rows through a StandardScaler, benchmarks/RESULTS.md).
+the other branch: 676 of 20 000 rows through a StandardScaler, benchmarks/RESULTS.md). A
+pipeline fitted on a DataFrame whose encoders take text columns (:func:`text_columns`) gets one
+input per column instead, the text ones strings, which ``verify`` feeds by name
+(:func:`graph_columns`, :class:`tree2mat.data.ColumnRows`).
 
 >>> import numpy as np, skl2onnx, tree2mat
 >>> from sklearn.datasets import load_iris
@@ -409,7 +412,7 @@ def _estimators(model: Any) -> Iterator[Any]:
 
 def convert_pipeline(pipeline: Any, options: ConvertOptions, progress: Progress = quiet) -> onnx.ModelProto:
     """One checked ONNX graph of a fitted ``Pipeline`` over one numeric matrix ``X`` [N,
-    n_features_in_]: skl2onnx's operators for the preprocessing, a tree2mat form for the tree step
+    n_features_in_] (with text columns: one input per column, see :func:`text_columns`): skl2onnx's operators for the preprocessing, a tree2mat form for the tree step
     (see :func:`register_skl2onnx`), in float64 unless ``options.dtype`` says otherwise.
     Classifiers output ``label`` and ``probabilities`` (a tensor, no ZipMap), regressors
     ``variable``. The metadata says what each tree step became (a pipeline without a tree step

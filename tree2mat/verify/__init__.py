@@ -109,7 +109,9 @@ def verify(
     no limit); past it the run is stopped and a ``GraphTimeoutError`` raised. A graph with
     operators tree2mat never writes (a ``Loop``, a custom domain: a graph from elsewhere) is
     refused unless ``foreign_graph``. A scikit-learn ``Pipeline``
-    (see :func:`tree2mat.convert`) needs ``data``: rows as the pipeline takes them. ``header``:
+    (see :func:`tree2mat.convert`) needs ``data``: rows as the pipeline takes them; where its
+    graph has one input per column (string columns), a DataFrame or a ``.csv`` (with a header)
+    or ``.parquet`` file, its columns read by name, text kept as text (onnxruntime and reference only). ``header``:
     whether a ``.csv`` file's first line is a header (the CLI's ``--header`` / ``--no-header``);
     None detects it: a header where a cell holds text, a line that could be either refused.
     ``require_library``: where the library's own predictions cannot be had (a native model file
