@@ -9,7 +9,10 @@ own operators for the rest of the pipeline.
 :func:`convert_pipeline` (what ``tree2mat.convert`` calls for a ``Pipeline``) does that for a
 pipeline that takes one numeric matrix, in float64 by default: skl2onnx's scalers then compute
 what scikit-learn computes (in float32 they round differently, and rows near a threshold take
-the other branch: 676 of 20 000 rows through a StandardScaler, benchmarks/RESULTS.md).
+the other branch: 676 of 20 000 rows through a StandardScaler, benchmarks/RESULTS.md). A
+pipeline fitted on a DataFrame whose encoders take text columns (:func:`text_columns`) gets one
+input per column instead, the text ones strings, which ``verify`` feeds by name
+(:func:`graph_columns`, :class:`tree2mat.data.ColumnRows`).
 
 >>> import numpy as np, skl2onnx, tree2mat
 >>> from sklearn.datasets import load_iris
@@ -37,7 +40,7 @@ import onnx
 
 from tree2mat import frontends
 from tree2mat.build import ConvertOptions, Progress, build_graph, checked, quiet, stamp
-from tree2mat.errors import OptionError, Tree2MatError, UnsupportedModelError, require
+from tree2mat.errors import OptionError, Tree2MatError, UnsupportedModelError, VerificationError, require
 from tree2mat.forms import DEFAULT_FORM, DEFAULT_OPSET, FORMS, MIN_OPSET, NEWEST_OPSET
 from tree2mat.forms._graph import all_nodes, sort_nodes
 from tree2mat.frontends.sklearn import describe_pipeline as describe
@@ -313,7 +316,41 @@ def as_fitted(pipeline: Any, X: np.ndarray) -> Any:
     if names is None:
         return X
     pd = require("pandas", "a pipeline fitted on a DataFrame")
-    return pd.DataFrame(X, columns=list(names))
+    frame = pd.DataFrame(X, columns=list(names))
+    if X.dtype == object:  # (rows of named columns, see ColumnRows: the numbers as numbers)
+        text = set(text_columns(pipeline))
+        frame = frame.astype({c: np.float64 for c in frame.columns if c not in text})
+    return frame
+
+
+def graph_columns(onx: onnx.ModelProto, pipeline: Any, runtime: str) -> list[str] | None:
+    """The columns of a pipeline's graph of one input per column (strings among them, or from
+    skl2onnx.to_onnx with one input per column), its inputs put in ``pipeline``'s column order
+    in ``onx`` (a copy of the caller's: rows are read in that order); None for a graph of one
+    input, or with no pipeline. A VerificationError where
+    the inputs are not the pipeline's columns; an OptionError where ``runtime`` cannot run it."""
+    from tree2mat.runtimes import RUNTIMES, column_runtimes
+
+    inputs = list(onx.graph.input)
+    if pipeline is None or (len(inputs) == 1 and inputs[0].type.tensor_type.elem_type != onnx.TensorProto.STRING):
+        return None  # (a tree model's graph: its one input checked as ever)
+    if getattr(pipeline, "feature_names_in_", None) is None:
+        raise VerificationError(f"the ONNX graph has {len(inputs)} inputs by column name; {describe(pipeline)} was not fitted on a "
+                                "pandas DataFrame, so it has no column names: verify the graph tree2mat convert wrote of it")
+    names = [str(c) for c in pipeline.feature_names_in_]
+    have = [i.name for i in inputs]
+    if sorted(have) != sorted(names):
+        raise VerificationError(f"the ONNX graph's inputs ({', '.join(have[:6])}) are not the pipeline's columns ({', '.join(names[:6])}): "
+                                "not a graph of this pipeline")
+    if not RUNTIMES[runtime].text:
+        raise OptionError(f"--runtime {runtime} cannot run a pipeline graph of named column inputs with string tensors "
+                          f"(ai.onnx.ml encoders on text); verify it on {', '.join(column_runtimes())}")
+    by_name = {i.name: onnx.ValueInfoProto() for i in inputs}
+    for i in inputs:
+        by_name[i.name].CopyFrom(i)
+    del onx.graph.input[:]
+    onx.graph.input.extend(by_name[c] for c in names)
+    return names
 
 
 def final_step(pipeline: Any) -> Any:
@@ -331,16 +368,37 @@ def final_step(pipeline: Any) -> Any:
     return step
 
 
-def _refuse_strings(pipeline: Any) -> None:
-    """Category columns of strings cannot be one numeric matrix: say what to do instead."""
+def text_columns(pipeline: Any) -> list[str]:
+    """The columns of the DataFrame ``pipeline`` was fitted on that an encoder took as text (its
+    categories are strings): each becomes a string input of the graph. A pipeline whose string
+    categories cannot be traced to named DataFrame columns is refused, saying what would work."""
+    names = getattr(pipeline, "feature_names_in_", None)
+    out: list[str] = []
     for est in _estimators(pipeline):
-        for cats in getattr(est, "categories_", []) or []:
-            if np.asarray(cats).dtype.kind in "OUS":
-                raise UnsupportedModelError(
-                    f"{type(est).__name__} in {describe(pipeline)} encodes string categories; tree2mat convert "
-                    "takes pipelines over one numeric matrix (for string columns call tree2mat.register_skl2onnx() "
-                    "and skl2onnx.to_onnx with one input per column)"
-                )
+        for _, step, cols in getattr(est, "transformers_", []):
+            if isinstance(step, str):
+                continue
+            picked = [str(names[c]) if names is not None and not isinstance(c, str) else str(c)
+                      for c in np.atleast_1d(np.asarray(cols, dtype=object))]
+            for inner in _estimators(step):
+                for k, cats in enumerate(getattr(inner, "categories_", []) or []):
+                    if _is_text(cats) and k < len(picked) and picked[k] not in out:
+                        out.append(picked[k])
+    inside = {id(step) for est in _estimators(pipeline) for _, t, _ in getattr(est, "transformers_", [])
+              if not isinstance(t, str) for step in _estimators(t)}
+    stray = [est for est in _estimators(pipeline) if id(est) not in inside
+             and any(_is_text(c) for c in getattr(est, "categories_", []) or [])]
+    if stray or (out and names is None):
+        what = type(stray[0]).__name__ if stray else "an encoder"
+        raise UnsupportedModelError(
+            f"{what} in {describe(pipeline)} encodes string categories of columns without names; tree2mat converts string "
+            "columns picked by name in a ColumnTransformer of a pipeline fitted on a pandas DataFrame: refit it so"
+        )
+    return out
+
+
+def _is_text(categories: Any) -> bool:
+    return np.asarray(categories).dtype.kind in "OUS" and any(isinstance(c, str) for c in np.asarray(categories, dtype=object))
 
 
 def _estimators(model: Any) -> Iterator[Any]:
@@ -354,7 +412,7 @@ def _estimators(model: Any) -> Iterator[Any]:
 
 def convert_pipeline(pipeline: Any, options: ConvertOptions, progress: Progress = quiet) -> onnx.ModelProto:
     """One checked ONNX graph of a fitted ``Pipeline`` over one numeric matrix ``X`` [N,
-    n_features_in_]: skl2onnx's operators for the preprocessing, a tree2mat form for the tree step
+    n_features_in_] (with text columns: one input per column, see :func:`text_columns`): skl2onnx's operators for the preprocessing, a tree2mat form for the tree step
     (see :func:`register_skl2onnx`), in float64 unless ``options.dtype`` says otherwise.
     Classifiers output ``label`` and ``probabilities`` (a tensor, no ZipMap), regressors
     ``variable``. The metadata says what each tree step became (a pipeline without a tree step
@@ -389,7 +447,7 @@ def _to_onnx(pipeline: Any, options: ConvertOptions) -> tuple[onnx.ModelProto, l
     """skl2onnx's graph of the pipeline with tree2mat's converters registered for it, and the
     metadata of each tree step's graph."""
     skl2onnx = _skl2onnx()
-    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
+    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType, StringTensorType
 
     newest = min(NEWEST_OPSET, int(skl2onnx.__max_supported_opset__))
     opset = min(DEFAULT_OPSET, newest) if options.opset is None else options.opset
@@ -397,12 +455,15 @@ def _to_onnx(pipeline: Any, options: ConvertOptions) -> tuple[onnx.ModelProto, l
         raise OptionError(f"opset {opset} is not supported for a pipeline: skl2onnx {skl2onnx.__version__} converts up to opset {newest}")
     n = n_features(pipeline)
     final_step(pipeline)
-    _refuse_strings(pipeline)
+    text = text_columns(pipeline)
     _refuse_sparse_to_xgboost(pipeline)
     kind = {"float64": DoubleTensorType, "float32": FloatTensorType}[options.dtype or "float64"]
     names = getattr(pipeline, "feature_names_in_", None)
-    by_name = names is not None and _selects_by_name(pipeline)
-    inputs = [(str(c), kind([None, 1])) for c in names] if by_name and names is not None else [("X", kind([None, n]))]
+    by_name = names is not None and (bool(text) or _selects_by_name(pipeline))
+    # (string columns: one input per column, strings for text, which verify feeds by name; no
+    # one matrix can hold both)
+    inputs = ([(str(c), StringTensorType([None, 1]) if str(c) in text else kind([None, 1])) for c in names]
+              if by_name and names is not None else [("X", kind([None, n]))])
     zipmap = {id(est): {"zipmap": False} for est in _estimators(pipeline) if hasattr(est, "classes_") and hasattr(est, "predict_proba")}
     steps = _Steps(options, built=[])
     with restored():
@@ -420,7 +481,7 @@ def _to_onnx(pipeline: Any, options: ConvertOptions) -> tuple[onnx.ModelProto, l
         raise UnsupportedModelError(f"{describe(pipeline)} has no tree step that tree2mat converts; skl2onnx alone converts it")
     sort_nodes(onx.graph)
     _outputs_named(onx.graph, steps.built[-1][STEP_OUTPUTS].split(","))
-    if by_name:
+    if by_name and not text:
         onx = _one_matrix_input(onx, kind is DoubleTensorType, n)
     return onx, steps.built
 

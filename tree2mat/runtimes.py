@@ -45,6 +45,9 @@ class Runtime:
     load: Callable[[onnx.ModelProto, Sequence[str], str], Run]
     #: The Python module an extra of tree2mat installs (its error names the extra), or "".
     module: str = ""
+    #: Whether it runs a graph of named column inputs, strings among them (a pipeline with string
+    #: columns: skl2onnx's ai.onnx.ml encoders on text); see :func:`feeds`.
+    text: bool = False
 
     def available(self) -> bool:
         return self.version() is not None
@@ -187,6 +190,33 @@ def cuda_cpu_nodes(model: onnx.ModelProto, X: np.ndarray, sizes: Sequence[int] |
     return sorted(f"{op} {node}" for op, node in on_cpu if node not in allowed)
 
 
+def feeds(model: onnx.ModelProto) -> Callable[[np.ndarray], dict[str, np.ndarray]]:
+    """``feed(X)``: the graph's inputs of the rows ``X``. One input: ``X`` itself. One input per
+    column (a pipeline with string columns): column j of ``X`` (an object array, columns in the
+    graph's input order) as input j, [N, 1], text as str objects, numbers in the input's dtype."""
+    inputs = list(model.graph.input)
+    if len(inputs) == 1:
+        name = inputs[0].name
+        return lambda X: {name: X}
+    kinds = [(i.name, None if i.type.tensor_type.elem_type == onnx.TensorProto.STRING
+              else onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in inputs]
+
+    def feed(X: np.ndarray) -> dict[str, np.ndarray]:
+        out = {}
+        for j, (name, dtype) in enumerate(kinds):
+            col = X[:, j:j + 1]
+            # (an empty text cell: "", which the encoders take as an unseen category)
+            out[name] = np.vectorize(lambda v: "" if v is None else str(v), otypes=[object])(col) if dtype is None else col.astype(dtype)
+        return out
+
+    return feed
+
+
+def column_runtimes() -> list[str]:
+    """The runtimes that run a graph of named column inputs with strings (see :attr:`Runtime.text`)."""
+    return [name for name, r in RUNTIMES.items() if r.text]
+
+
 def _onnxruntime(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -> Run:
     import onnxruntime as ort
 
@@ -198,13 +228,13 @@ def _onnxruntime(model: onnx.ModelProto, outputs: Sequence[str], device: str = "
         raise
     except Exception as exc:
         raise _failed("onnxruntime", f"cannot load the graph on {device}", exc) from exc
-    name = sess.get_inputs()[0].name
+    feed = feeds(model)
     options = ort.RunOptions()
     options.log_severity_level = 4  # (a stopped run's errors reach the caller as exceptions, not as log lines)
 
     def run(X: np.ndarray) -> dict[str, np.ndarray]:
         try:
-            return dict(zip(outputs, sess.run(list(outputs), {name: X}, options)))
+            return dict(zip(outputs, sess.run(list(outputs), feed(X), options)))
         except Exception as exc:
             raise _failed("onnxruntime", f"failed to run the graph on {device}", exc) from exc
 
@@ -243,11 +273,11 @@ def _reference(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cp
         ref = ReferenceEvaluator(model, new_ops=[_gather_elements_op()])
     except Exception as exc:
         raise _failed("the onnx reference evaluator", "cannot load the graph", exc) from exc
-    name = model.graph.input[0].name
+    feed = feeds(model)
 
     def run(X: np.ndarray) -> dict[str, np.ndarray]:
         try:
-            got = ref.run(list(outputs), {name: X})
+            got = ref.run(list(outputs), feed(X))
         except Exception as exc:
             raise _failed("the onnx reference evaluator", "failed to run the graph", exc) from exc
         return {n: np.asarray(v) for n, v in zip(outputs, got)}
@@ -521,8 +551,9 @@ WEBGPU_IMPORTS = (
 RUNTIMES: dict[str, Runtime] = {
     r.name: r
     for r in (
-        Runtime("onnxruntime", "pip install onnxruntime", "onnxruntime's CPU execution provider", _onnxruntime_version, _onnxruntime),
-        Runtime("reference", "pip install onnx", "onnx's own reference evaluator (onnx.reference)", _dist_version("onnx"), _reference),
+        Runtime("onnxruntime", "pip install onnxruntime", "onnxruntime's CPU execution provider", _onnxruntime_version, _onnxruntime,
+                text=True),
+        Runtime("reference", "pip install onnx", "onnx's own reference evaluator (onnx.reference)", _dist_version("onnx"), _reference, text=True),
         Runtime("openvino", install_command("openvino"), "OpenVINO's CPU plugin, its default settings", _openvino_version, _openvino, "openvino"),
         Runtime("tract", install_command("tract"), "Sonos' tract (Rust)", _dist_version("tract"), _tract, "tract"),
         Runtime("iree", install_command("iree"), "IREE: the graph imported and compiled for llvm-cpu", _iree_version, _iree, "iree"),

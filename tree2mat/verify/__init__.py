@@ -33,7 +33,7 @@ import onnx
 
 from tree2mat import attention, pipelines
 from tree2mat.attention import graph as attention_graph
-from tree2mat.data import ArrayRows, Rows, check_header_option, open_rows, read_chunks
+from tree2mat.data import ArrayRows, ColumnRows, Rows, check_header_option, open_rows, read_chunks
 from tree2mat.errors import EXTRAS, DataError, LibraryUnavailableError, OptionError, TargetWarning, VerificationError, install_command
 from tree2mat.forms import FORMS
 from tree2mat.frontends import FRONTENDS
@@ -109,7 +109,9 @@ def verify(
     no limit); past it the run is stopped and a ``GraphTimeoutError`` raised. A graph with
     operators tree2mat never writes (a ``Loop``, a custom domain: a graph from elsewhere) is
     refused unless ``foreign_graph``. A scikit-learn ``Pipeline``
-    (see :func:`tree2mat.convert`) needs ``data``: rows as the pipeline takes them. ``header``:
+    (see :func:`tree2mat.convert`) needs ``data``: rows as the pipeline takes them; where its
+    graph has one input per column (string columns), a DataFrame or a ``.csv`` (with a header)
+    or ``.parquet`` file, its columns read by name, text kept as text (onnxruntime and reference only). ``header``:
     whether a ``.csv`` file's first line is a header (the CLI's ``--header`` / ``--no-header``);
     None detects it: a header where a cell holds text, a line that could be either refused.
     ``require_library``: where the library's own predictions cannot be had (a native model file
@@ -142,14 +144,20 @@ def verify(
     subject = load_subject(model_or_path, synthesized=data is None)
     if require_library and subject.library is None:
         raise LibraryUnavailableError(_no_library(subject))
-    onx, onnx_name, in_dtype = _load_graph(onnx_model_or_path, subject.n_features, runtime)
+    onx, onnx_name = _load_onnx(onnx_model_or_path)
+    if onx is onnx_model_or_path:  # (the caller's graph: its inputs may be put in order below)
+        onx = onnx.ModelProto()
+        onx.CopyFrom(onnx_model_or_path)
+    # (a pipeline's graph of one input per column, strings among them: rows read by column name)
+    columns = pipelines.graph_columns(onx, subject.pipeline, runtime)
+    onx, onnx_name, in_dtype = _load_graph(onx, onnx_name, subject.n_features, runtime, columns is not None)
     check_operators(onx, onnx_name, foreign_graph)
     off_cuda = cuda_refusal(onx) if "cuda" in devices else None
     if off_cuda is not None and device == "cuda":
         raise OptionError(off_cuda)
     if off_cuda is not None:  # (--device all: the CPU's proof, and why not CUDA's)
         devices = [d for d in devices if d != "cuda"]
-    source, kinds = _rows_source(subject, data, in_dtype, rows, seed, header, category_codes)
+    source, kinds = _rows_source(subject, data, in_dtype, rows, seed, header, category_codes, columns)
     meta = _metadata(onx)
     _check_kind(meta, subject)
     onx_run, leaf_ids, leaf_tensor = _with_leaf_output(onx, subject.ens, in_dtype)
@@ -179,7 +187,7 @@ def verify(
     if progress is not None:  # (the model read, the rows ready: the checks begin)
         progress(0, 0.0)
     for X in read_chunks(source, data_rows):
-        X = _data_rows(X, in_dtype) if data is not None else X
+        X = _data_rows(X, in_dtype) if data is not None and columns is None else X
         for walk, rep in checks.chunk(X, source.names, done):
             _add(reports, walk, max_report, rep)
         unreached -= _reached(subject.ens, X, unreached)
@@ -216,17 +224,21 @@ def _runner(onx: onnx.ModelProto, device: str, runtime: str, timeout: float | No
         ) from exc
 
 
-def _load_graph(onnx_model_or_path: Any, n_features: int, runtime: str) -> tuple[onnx.ModelProto, str, np.dtype]:
+def _load_graph(onx: onnx.ModelProto, name: str, n_features: int, runtime: str, columns: bool = False) -> tuple[onnx.ModelProto, str, np.dtype]:
     """The graph (checked, see :func:`_load_onnx`), its name, and the dtype of its input, which
-    must take rows of ``n_features``; on ``runtime``."""
-    onx, name = _load_onnx(onnx_model_or_path)
+    must take rows of ``n_features``; on ``runtime``. ``columns``: a graph of one input per
+    column (:func:`tree2mat.pipelines.graph_columns`), whose numeric inputs' dtype it is."""
     if runtime != "onnxruntime" and needs_external_data(onx):
         raise OptionError(f"--runtime {runtime}: a graph with external data (over 2 GiB) is verified on onnxruntime only")
+    if columns:
+        numeric = [i.type.tensor_type.elem_type for i in onx.graph.input if i.type.tensor_type.elem_type != onnx.TensorProto.STRING]
+        return onx, name, np.dtype(np.float32 if numeric and numeric[0] == onnx.TensorProto.FLOAT else np.float64)
     return onx, name, _check_graph_input(onx, n_features)
 
 
 def _rows_source(
     subject: Subject, data: Any, dtype: np.dtype, rows: int, seed: int, header: bool | None = None, codes: bool = False,
+    columns: list[str] | None = None,
 ) -> tuple[Rows, dict[str, int] | None]:
     """The rows to check on: ``data`` (an array or a file, read a chunk at a time; ``header``: a
     .csv's, see :func:`open_rows`; ``codes``: its named-category columns hold codes), or ``rows``
@@ -234,6 +246,8 @@ def _rows_source(
     if data is None:
         X, kinds = synthesize(subject.ens, rows, dtype=dtype, seed=seed)
         return ArrayRows(X, "synthesized rows"), kinds
+    if columns is not None:  # (the graph's inputs by name, text kept as text)
+        return ColumnRows(data, columns, pipelines.text_columns(subject.pipeline), header), None
     labels = dict(subject.ens.category_labels) if subject.pipeline is None and not codes else None
     source = open_rows(data, labels, header) if isinstance(data, (str, Path)) else ArrayRows(data)
     if source.n_features != subject.n_features:
