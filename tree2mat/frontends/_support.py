@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tree2mat.errors import UnsupportedModelError, require
-from tree2mat.ir.core import Ensemble, category_codes
+from tree2mat.ir.core import Ensemble, named_codes
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,8 @@ def labelled_frame(ens: Ensemble, X: np.ndarray, names: dict[int, np.ndarray] | 
             unseen = [v for v in dict.fromkeys(cells) if v is not None and v == v and v not in known]  # (v == v: not NaN)
             frame[columns[j]] = pd.Categorical(cells, categories=list(labels) + unseen)
             continue
-        codes = category_codes(np.asarray(X[:, j], np.float64), ens.category_codes)
-        with np.errstate(invalid="ignore"):
-            known = (codes >= 0) & (codes < len(labels)) & (codes == np.trunc(codes))
-        codes = np.where(known, codes, -1).astype(np.int64)
+        codes, named = named_codes(X[:, j], ens.category_codes, len(labels))
+        codes = np.where(named, codes, -1).astype(np.int64)
         frame[columns[j]] = pd.Categorical.from_codes(codes, categories=list(labels))
     return frame
 

@@ -82,6 +82,14 @@ def category_codes(x: np.ndarray, rule: CategoryCodes) -> np.ndarray:
         return np.where(invalid, -1.0, np.trunc(x) + 0.0)  # + 0.0: -0.0 becomes 0.0
 
 
+def named_codes(x: np.ndarray, rule: CategoryCodes, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The codes ``rule`` gives float values ``x`` of a column of ``n`` named categories, and
+    where each names one (a whole code from 0 to n - 1)."""
+    codes = category_codes(np.asarray(x, np.float64), rule)
+    with np.errstate(invalid="ignore"):
+        return codes, (codes >= 0) & (codes < n) & (codes == np.trunc(codes))
+
+
 #: Widest input accepted (synthesizing verification rows needs rows x features of memory).
 MAX_FEATURES = 1_000_000
 #: Most margin columns an ensemble may have (classes, targets).

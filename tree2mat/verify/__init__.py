@@ -38,7 +38,7 @@ from tree2mat.errors import EXTRAS, DataError, LibraryUnavailableError, OptionEr
 from tree2mat.forms import FORMS
 from tree2mat.frontends import FRONTENDS
 from tree2mat.ir import evaluate
-from tree2mat.ir.core import Ensemble, category_codes
+from tree2mat.ir.core import Ensemble, named_codes
 from tree2mat.onnx_io import needs_external_data
 from tree2mat.runtimes import cuda_refusal
 from tree2mat.verify.checks import DEFAULT_RTOL, compare, default_atol, differing_rows, merge, tie_bound, tie_gaps
@@ -260,13 +260,7 @@ def _reached(ens: Ensemble, X: np.ndarray, columns: set[int]) -> set[int]:
     """Of ``columns`` (named categories), those where a row of ``X`` holds one of the model's
     categories (a code the model takes as one)."""
     labels = dict(ens.category_labels)
-    out = set()
-    for j in columns:
-        codes = category_codes(np.asarray(X[:, j], np.float64), ens.category_codes)
-        with np.errstate(invalid="ignore"):
-            if np.any((codes >= 0) & (codes < len(labels[j])) & (codes == np.trunc(codes))):
-                out.add(j)
-    return out
+    return {j for j in columns if named_codes(X[:, j], ens.category_codes, len(labels[j]))[1].any()}
 
 
 def _category_notes(ens: Ensemble, source: Rows, unreached: set[int]) -> list[str]:
