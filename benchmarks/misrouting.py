@@ -435,7 +435,7 @@ def _tree2mat_counts(model: Any, onx: onnx.ModelProto, parts: dict[str, np.ndarr
             "rows": int(X.shape[0]), **_strip(counts),
             "routing_mismatch": max(o.mismatches for o in routing) if routing else None,
             "verify_passed": report.passed,
-            "verify_mismatches": {o.title: o.mismatches for o in report.outputs},
+            "verify_mismatches": {o.name + (f" ({o.walk})" if o.walk else ""): o.mismatches for o in report.outputs},
         }
     return result
 

@@ -9,7 +9,7 @@ rows: tree2mat.verify's synthesized rows).
     python benchmarks/runtime_matrix.py --forms treeensemble --merge benchmarks/runtime_matrix.json --out benchmarks/runtime_matrix.json --readme docs/runtimes.md
 
 tree2mat's graphs go through ``tree2mat.verify`` (labels identical, values within tolerance,
-the leaf of every tree equal to the reference evaluator's). A peer graph is run as it is and its
+the leaf of every tree equal to the library's own, or the reference evaluator's where it gives none). A peer graph is run as it is and its
 outputs compared with the library's: rows with a wrong label, rows with a value off by more
 than verify's tolerance; or the error that stopped it. ``--readme FILE`` rewrites the table between
 its markers in FILE (docs/runtimes.md) from the JSON (``--from JSON`` does only that).
@@ -72,7 +72,7 @@ def run_tree2mat(model, onx, runtime: str, rows: int) -> dict:
         return {"passed": False, "error": one_line(exc)}
     return {
         "passed": report.passed, "rows": report.rows,
-        "failed": {o.title: o.mismatches or o.problem for o in report.outputs if not o.passed},
+        "failed": {o.name + (f" ({o.walk})" if o.walk else ""): o.mismatches or o.problem for o in report.outputs if not o.passed},
     }
 
 

@@ -124,11 +124,28 @@ def leaf_ids_of(index: np.ndarray, order: np.ndarray, slots: np.ndarray) -> np.n
     index = np.asarray(index)
     if index.ndim != 2 or index.shape[0] != T:
         raise ValueError(f"the exit index has shape {index.shape}, expected [{T}, N]")
-    inside = (index >= 0) & (index < S)
-    ids = np.where(inside, np.take_along_axis(slots, np.where(inside, index, 0).astype(np.int64), axis=1), -1)
-    out = np.empty_like(ids)
-    out[order] = ids
+    # (one gather from the flat slots, tree order[r]'s row written straight to row order[r];
+    # positions out of range are rare, a broken graph: they alone go the slow way. Slots
+    # broadcast from one row (stride 0) are gathered from that row, never copied whole.)
+    out = np.empty(index.shape, slots.dtype)
+    shared = T > 0 and slots.strides[0] == 0
+    flat = slots[0] if shared else np.ascontiguousarray(slots).reshape(-1)
+    for r0 in range(0, T, _LEAF_ID_TREES):
+        part = index[r0:r0 + _LEAF_ID_TREES].astype(np.intp)
+        inside = (part >= 0) & (part < S) if part.size and (part.min() < 0 or part.max() >= S) else None
+        if inside is not None:
+            part = np.where(inside, part, 0)
+        if not shared:
+            part += (np.arange(r0, r0 + part.shape[0]) * S)[:, None]
+        ids = flat[part]  # (a new array: the -1s below never reach the slots)
+        if inside is not None:
+            ids = np.where(inside, ids, -1)
+        out[order[r0:r0 + part.shape[0]]] = ids
     return out
+
+
+#: Trees :func:`leaf_ids_of` converts at a time (its temporaries stay in the processor's cache).
+_LEAF_ID_TREES = 64
 
 
 #: Largest dense constants a form builds. Beyond this the dense layout is impractical (memory and

@@ -56,6 +56,11 @@ class FrontendSpec:
     reference_outputs: Callable[[Any, np.ndarray, bool, Ensemble], dict[str, np.ndarray]]
     #: The support table's rows: estimator name -> what is supported.
     estimators: Mapping[str, SupportRow]
+    #: ``reference_leaves(model, X, ens)``: the library's own leaf of each row of ``X`` in each
+    #: tree, numbered as the IR's ``leaf_source_id`` numbers it, [N, trees] in the IR's tree
+    #: order (what verify checks the graph's routing with); None where the library gives none
+    #: for this model (then verify walks the IR with tree2mat's reference evaluator).
+    reference_leaves: Callable[[Any, np.ndarray, Ensemble], np.ndarray | None] | None = None
     #: Native model files it reads (tree2mat parses them itself, without the library).
     formats: tuple[FileFormat, ...] = ()
     #: ``native_model(path, ens)``: the library's own object from a native file tree2mat read as

@@ -713,6 +713,12 @@ def _escaped_parameters(text: bytes) -> bytes:
     return head + sep + params.replace(b"\\", b"\\\\") + end + tail if sep and end else text
 
 
+def reference_leaves(model: Any, X: np.ndarray, ens: Ensemble) -> np.ndarray:
+    """LightGBM's own leaf of each row and tree (``pred_leaf``: leaf indices, the IR's
+    ``leaf_source_id``), [N, trees]."""
+    return np.asarray(model.predict(X, pred_leaf=True)).reshape(X.shape[0], -1)
+
+
 SPEC = FrontendSpec(
     name="lightgbm",
     library="LightGBM",
@@ -720,6 +726,7 @@ SPEC = FrontendSpec(
     to_ensemble=to_ensemble,
     reference_outputs=reference_outputs,
     estimators=SUPPORT,
+    reference_leaves=reference_leaves,
     formats=(TEXT,),
     native_model=native_model,
     pipeline_steps={"lightgbm": ("LGBMClassifier", "LGBMRegressor", "LGBMRanker")},

@@ -428,6 +428,16 @@ def reference_outputs(model: Any, X: np.ndarray, raw: bool, ens: Ensemble) -> di
     return {"variable": np.asarray(model.predict(X)).reshape(n, -1)}
 
 
+def reference_leaves(model: Any, X: np.ndarray, ens: Ensemble) -> np.ndarray | None:
+    """scikit-learn's own leaf of each row and tree: ``apply``'s node ids, estimators then
+    outputs (GradientBoosting's [N, estimators, K]) as the IR orders its trees; None for models
+    without ``apply`` (HistGradientBoosting), IsolationForest (its trees see a subset of the
+    features) and named categories."""
+    if not hasattr(model, "apply") or _name(model) == "IsolationForest" or ens.category_labels:
+        return None
+    return np.asarray(model.apply(X)).reshape(X.shape[0], -1)
+
+
 SPEC = FrontendSpec(
     name="sklearn",
     library="scikit-learn",
@@ -435,6 +445,7 @@ SPEC = FrontendSpec(
     to_ensemble=to_ensemble,
     reference_outputs=reference_outputs,
     estimators=ESTIMATORS,
+    reference_leaves=reference_leaves,
     pipeline_steps={
         "sklearn.tree": ("DecisionTreeClassifier", "DecisionTreeRegressor", "ExtraTreeClassifier", "ExtraTreeRegressor"),
         # (IsolationForest is left to skl2onnx in a pipeline: its output layout is not a tree2mat graph's)

@@ -508,12 +508,7 @@ def reference_outputs(model: Any, X: np.ndarray, raw: bool, ens: Ensemble) -> di
             probs = np.asarray(model.predict_proba(X))
             out["probabilities"] = np.stack([1 - probs, probs], axis=2) if label.ndim == 2 else probs
         return out
-    import xgboost as xgb
-
-    if isinstance(X, np.ndarray):
-        data = xgb.DMatrix(X, feature_names=model.feature_names, feature_types=model.feature_types, enable_categorical=True)
-    else:  # a DataFrame with named categories: XGBoost codes them itself
-        data = xgb.DMatrix(X, enable_categorical=True)
+    data = _dmatrix(model, X)
     margin = model.predict(data, output_margin=True).reshape(n, -1)
     pred = model.predict(data)
     if ens.task is not Task.CLASSIFICATION:
@@ -529,6 +524,27 @@ def reference_outputs(model: Any, X: np.ndarray, raw: bool, ens: Ensemble) -> di
         if p.shape[1] == 1:
             probs, label = probs[:, 0], label[:, 0]
     return {"label": label, ("variable" if raw else "probabilities"): margin if raw else probs}
+
+
+def reference_leaves(model: Any, X: np.ndarray, ens: Ensemble) -> np.ndarray:
+    """XGBoost's own leaf of each row and tree (``pred_leaf``: node ids, the IR's
+    ``leaf_source_id``), [N, trees]: a Booster's on the rows its predictions above were made of;
+    a wrapper's as its ``apply`` (its ``missing``, its best iteration), with the booster's
+    feature names, which a model fitted on a DataFrame asks of the rows (``apply`` gives none)."""
+    if type(model).__name__ == "Booster":
+        return np.asarray(model.predict(_dmatrix(model, X), pred_leaf=True)).reshape(X.shape[0], -1)
+    booster = model.get_booster()
+    leaves = booster.predict(_dmatrix(booster, X, model.missing), pred_leaf=True, iteration_range=model._get_iteration_range(None))
+    return np.asarray(leaves).reshape(X.shape[0], -1)
+
+
+def _dmatrix(booster: Any, X: Any, missing: float | None = None) -> Any:
+    """The rows as a Booster's predictions take them (``missing``: a wrapper's)."""
+    import xgboost as xgb
+
+    if isinstance(X, np.ndarray):
+        return xgb.DMatrix(X, missing=missing, feature_names=booster.feature_names, feature_types=booster.feature_types, enable_categorical=True)
+    return xgb.DMatrix(X, missing=missing, enable_categorical=True)  # a DataFrame with named categories: XGBoost codes them itself
 
 
 # ---------------------------------------------------------------------------------------- files
@@ -640,6 +656,7 @@ SPEC = FrontendSpec(
     to_ensemble=to_ensemble,
     reference_outputs=reference_outputs,
     estimators=SUPPORT,
+    reference_leaves=reference_leaves,
     formats=(DOCUMENT, LEGACY_BINARY),
     native_model=native_model,
     pipeline_steps={"xgboost": ("XGBClassifier", "XGBRegressor", "XGBRFClassifier", "XGBRFRegressor", "XGBRanker")},

@@ -60,11 +60,11 @@ from tree2mat.verify.runners import (
     walk_limit_names,
     walks,
 )
-from tree2mat.verify.subject import Subject, load_subject
+from tree2mat.verify.subject import EVALUATOR, Subject, load_subject
 from tree2mat.verify.subject import _expected as _expected  # (imported by tests/runtimes/test_runtimes.py)
 
 __all__ = [
-    "CHUNK_BYTES", "DATA_CHUNK_BYTES", "DEFAULT_TIMEOUT_S", "DEFAULT_RTOL", "DEVICES", "MAX_ROWS", "MAX_SYNTHESIZED_BYTES", "REPORT_SCHEMA",
+    "CHUNK_BYTES", "CROSS_CHECK_ROWS", "DATA_CHUNK_BYTES", "DEFAULT_TIMEOUT_S", "DEFAULT_RTOL", "DEVICES", "MAX_ROWS", "MAX_SYNTHESIZED_BYTES", "REPORT_SCHEMA",
     "GraphRunner", "LeafIds", "Mismatch", "OutputReport", "Report", "Subject", "Tie", "compare", "default_atol", "devices_for",
     "differing_rows", "forced_walk", "load_subject", "merge", "run_graph", "runtime_version", "synthesize", "tie_bound", "tie_gaps",
     "verify", "walk_limit_names", "walks",
@@ -73,6 +73,9 @@ __all__ = [
 #: The longest one run of a graph on a chunk of rows may take by default (seconds): a tree2mat
 #: graph of the largest models runs a chunk in seconds; a graph that loops ends here.
 DEFAULT_TIMEOUT_S = 600.0
+#: Rows on which verify asks tree2mat's reference evaluator for the leaves too, where it checks the
+#: routing against the library's own (a check of the IR's reading of the model, not of the graph).
+CROSS_CHECK_ROWS = 256
 #: Memory allowed for one chunk of rows in onnxruntime.
 CHUNK_BYTES = 256 * 2**20
 #: Memory allowed for one chunk of data rows (as float64), read from a file at a time.
@@ -202,6 +205,14 @@ def verify(
         )
     if subject.ens.is_oblique:
         notes.append(_oblique_note(subject, checks.near[0]))
+    if checks.disagree[0]:
+        notes.append(
+            f"tree2mat's reference evaluator and {checks.routing_by[0]} put {checks.disagree[0]} of {checks.disagree[1]} "
+            f"rows spread over the first {checks.disagree[2]} in different leaves: tree2mat read the model wrong (a bug: please "
+            f"report it); the routing above is checked against {checks.routing_by[0]}'s own leaves"
+        )
+    if checks.why_not:
+        notes.append(f"routing checked against tree2mat's reference evaluator, not the library's own leaves: {checks.why_not[0]} (please report it)")
     if data is not None and subject.pipeline is None:
         notes += _category_notes(subject.ens, source, unreached)
     return Report(subject.name, onnx_name, done, kinds or {"data": done}, devices, atol_v, rtol, list(reports.values()), notes,
@@ -391,19 +402,45 @@ class _Checks:
     #: Label rows that differ where the library's scores lie within this of each other are at
     #: a tie (see :func:`tie_bound`); 0: none is.
     tie_bound: float = 0.0
+    #: Whose leaves the routing was checked against (see :meth:`Subject.leaves`), in the order met.
+    routing_by: list[str] = field(default_factory=list)
+    #: The cross-check (see :meth:`_leaves`): [rows where the library's leaves and the reference
+    #: evaluator's differ, rows compared, rows of the chunk they were taken from].
+    disagree: list[int] = field(default_factory=lambda: [0, 0, 0])
+    #: Why the library's leaves could not be used (:meth:`Subject.leaves`), where its frontend
+    #: gives them: then the reference evaluator's, for this chunk and every later one.
+    why_not: list[str] = field(default_factory=list)
 
     def chunk(self, X: np.ndarray, names: dict[int, np.ndarray] | None, offset: int) -> Iterator[tuple[str, OutputReport]]:
         """(walk, report) of each output on each run of the rows ``X``, row ``offset`` of the
         whole rows onwards; ``names``: the category names of the data's columns."""
         expected, X_tree = self.subject.expected(X, self.raw, names)
         ens = self.subject.ens
-        leaves_ref = evaluate.apply(ens, X_tree) if self.leaf_ids is not None else None
+        leaves_ref = self._leaves(X_tree, names) if self.leaf_ids is not None else None
         near = evaluate.near_hyperplanes(ens, X_tree) if ens.is_oblique else None
         self.near[0] += 0 if near is None else int(np.count_nonzero(near))
         for runner, dev, walk, rows_per_run in self.runners:
             got = runner.run(X, rows_per_run)
             for rep in self._outputs(got, dev, expected, leaves_ref, X, offset, near, names):
                 yield walk, rep
+
+    def _leaves(self, X_tree: np.ndarray, names: dict[int, np.ndarray] | None) -> np.ndarray:
+        """The leaves the graph's routing must give (:meth:`Subject.leaves`), whose they are
+        recorded in ``routing_by``; where they are the library's, on :data:`CROSS_CHECK_ROWS`
+        rows of the first chunk the reference evaluator's too, the rows where the two disagree
+        counted in ``disagree`` (what the IR read of the model would misroute)."""
+        leaves, whose, why_not = self.subject.leaves(X_tree, names, library=not self.why_not)
+        if why_not is not None:  # (the library is not asked again: the rest of the rows go the same way)
+            self.why_not.append(why_not)
+        if not self.routing_by:
+            self.routing_by.append(whose)
+            if whose != EVALUATOR:  # (rows spread over the chunk: random, threshold, NaN, extreme alike)
+                sample = np.unique(np.linspace(0, X_tree.shape[0] - 1, min(X_tree.shape[0], CROSS_CHECK_ROWS)).astype(np.intp))
+                differ = (evaluate.apply(self.subject.ens, X_tree[sample]) != leaves[sample]).any(axis=1)
+                self.disagree[:] = [int(np.count_nonzero(differ)), int(differ.size), int(X_tree.shape[0])]
+        elif whose not in self.routing_by:
+            self.routing_by.append(whose)
+        return leaves
 
     def _ties(self, X: np.ndarray, names: dict[int, np.ndarray] | None, expected: np.ndarray, got: np.ndarray) -> Callable[[np.ndarray], np.ndarray] | None:
         """``ties(rows)`` for :func:`compare` of the labels: the library's raw scores of the

@@ -29,9 +29,10 @@ def synthesize(
     - ``random``: uniform in the span of each feature's thresholds, a third of the cells on a
       critical value (threshold neighbours, categories);
     - ``threshold``: for every internal node (a seeded sample of ``max_nodes`` when there are
-      more), a row that reaches it with the node's feature on the threshold, on the float32 numbers
+      more), rows that reach it with the node's feature on the threshold, on the float32 numbers
       just below and above it, and on the largest float32 <= t and its successor (plus the float64
-      neighbours for float64 data); each category of a categorical node and an unseen one;
+      neighbours for float64 data), each value once; each category of a categorical node and an
+      unseen one;
     - ``nan`` / ``inf``: where the model accepts them, cells NaN or +-inf, and NaN at each node;
     - ``extreme``: +-max float32, +-smallest subnormal, +-0.
     """
@@ -83,10 +84,11 @@ def _threshold_rows(ens: Ensemble, max_nodes: int, rng: np.random.Generator, dty
     boundary: list[np.ndarray] = []
     cmp = compare_dtype(ens.source_dtype, dtype)
     indexes: dict[int, _TreeIndex] = {}
-    for k, (t, i) in enumerate(nodes):
-        if t not in indexes:
-            indexes[t] = _tree_index(ens, ens.trees[t], cmp)
-        boundary += _path_rows(ens, ens.trees[t], indexes[t], i, base[k], critical, rng, ens.accepts_nan)
+    with np.errstate(over="ignore"):  # (past the largest float32: +-inf, where _path_rows checks for it)
+        for k, (t, i) in enumerate(nodes):
+            if t not in indexes:
+                indexes[t] = _tree_index(ens, ens.trees[t], cmp)
+            boundary += _path_rows(ens, ens.trees[t], indexes[t], i, base[k], critical, rng, ens.accepts_nan)
     return np.asarray(boundary, dtype).reshape(-1, ens.n_features)
 
 
@@ -212,6 +214,8 @@ class _TreeIndex:
     parent: dict[int, tuple[int, bool]]
     thresholds: np.ndarray
     cat_row: dict[int, int]
+    #: float64 [I, 5]: :func:`float32_neighbours` of each node's threshold.
+    neighbours: np.ndarray
 
 
 def _tree_index(ens: Ensemble, tree: Tree, cmp: np.dtype) -> _TreeIndex:
@@ -224,6 +228,7 @@ def _tree_index(ens: Ensemble, tree: Tree, cmp: np.dtype) -> _TreeIndex:
         parent=parent,
         thresholds=graph_thresholds(tree.threshold, ens.comparison, cmp).astype(np.float64),
         cat_row={int(n): m for m, n in enumerate(tree.cat_nodes)},
+        neighbours=float32_neighbours(tree.threshold[:tree.n_internal]).astype(np.float64),
     )
 
 
@@ -260,9 +265,8 @@ def _path_rows(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np
         t = float(index.thresholds[p])
         if is_left:
             hi[f] = min(hi[f], t)
-        else:
-            with np.errstate(over="ignore"):  # (past the largest number: +inf, right)
-                lo[f] = max(lo[f], float(np.nextafter(cmp.type(t), cmp.type(np.inf))))
+        else:  # (past the largest number: +inf, right)
+            lo[f] = max(lo[f], float(np.nextafter(cmp.type(t), cmp.type(np.inf))))
         if not lo[f] <= row[f] <= hi[f]:
             inside = critical[f][(critical[f] >= lo[f]) & (critical[f] <= hi[f])]
             row[f] = rng.choice(inside) if inside.size else (hi[f] if np.isfinite(hi[f]) else lo[f])
@@ -274,19 +278,22 @@ def _path_rows(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np
         vals = tree.cat_values[m]
         targets = list(vals[~np.isnan(vals)]) + [np.nanmax(vals) + 1.0]
     else:
-        targets = list(float32_neighbours(tree.threshold[node:node + 1]).astype(np.float64).ravel())
+        targets = list(index.neighbours[node])
         if base.dtype == np.float64:
             t = tree.threshold[node]
             targets += [t, np.nextafter(t, np.inf), np.nextafter(t, -np.inf)]
     if nan:
         targets.append(np.nan)
     rows = []
+    # (a threshold's five float32 neighbours are three numbers: its nearest float32 is the
+    # largest <= it or that one's successor; a row repeated checks nothing more)
+    seen: set[bytes] = set()
     for v in targets:
         r = row.copy()
-        with np.errstate(over="ignore"):
-            r[f] = base.dtype.type(v)
-        if np.isinf(r[f]) and not np.isinf(v):
+        r[f] = base.dtype.type(v)
+        if (np.isinf(r[f]) and not np.isinf(v)) or r[f].tobytes() in seen:
             continue
+        seen.add(r[f].tobytes())
         rows.append(r)
     return rows
 

@@ -3,6 +3,7 @@ object or a file path (:func:`load_subject`), for ``verify`` and ``bench`` alike
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,9 @@ from tree2mat.frontends._support import labelled_frame
 from tree2mat.frontends.sklearn import is_pipeline
 from tree2mat.ir import evaluate, limits
 from tree2mat.ir.core import Ensemble
+
+#: :meth:`Subject.leaves`' name for leaves it had from tree2mat's reference evaluator.
+EVALUATOR = "tree2mat's reference evaluator"
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,70 @@ class Subject:
         """The outputs the graph must reproduce on ``X``, and the rows as the trees take them
         (see :func:`_expected`)."""
         return _expected(self.ens if self.library is None else self.library, self.ens, X, raw, self.pipeline, names)
+
+    def leaves(self, X: np.ndarray, names: dict[int, np.ndarray] | None = None, library: bool = True) -> tuple[np.ndarray, str, str | None]:
+        """The leaf (the IR's index) of each row of ``X`` (as the trees take them) in each tree,
+        int64 [N, T]; whose they are; and why not the library's where its frontend gives them
+        but they could not be used (else None). The library's own where it gives them
+        (XGBoost's and LightGBM's ``pred_leaf``, scikit-learn's ``apply``; not asked for rows
+        with category ``names``, nor with ``library`` False), else tree2mat's reference
+        evaluator's walk of the IR. The library's are many times faster on big models, and they
+        are the library's own routing."""
+        own = self._library_leaves(X) if library and not names else None
+        if isinstance(own, np.ndarray):
+            return own, frontends.frontend_for(self.library).library, None
+        return evaluate.apply(self.ens, X), EVALUATOR, own
+
+    def _library_leaves(self, X: np.ndarray) -> np.ndarray | str | None:
+        """:meth:`leaves` from the library; None where its frontend gives none for this model,
+        and why not where it does but they cannot be used (the reference evaluator is asked
+        instead)."""
+        if self.library is None or isinstance(self.library, (Ensemble, attention.AttentionForest)):
+            return None
+        spec = frontends.frontend_for(self.library)
+        if spec.reference_leaves is None:
+            return None
+        try:
+            with np.errstate(over="ignore", invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # (as in _expected)
+                ids = spec.reference_leaves(self.library, X, self.ens)
+        except Exception as exc:  # (a library version without the call: the evaluator is as good an oracle, only slower)
+            return f"asking {spec.library} for them failed ({type(exc).__name__}: {str(exc)[:200]})"
+        if ids is None:
+            return None
+        table = self._leaf_table
+        if table is None:
+            return "the model's trees as tree2mat read them do not carry the library's leaf numbers"
+        if ids.shape != (X.shape[0], self.ens.n_trees):
+            return f"{spec.library} gave leaves of shape {list(ids.shape)} for {X.shape[0]} rows of {self.ens.n_trees} trees"
+        lookup, offsets, sizes = table
+        leaves = np.empty(ids.shape, np.int64)
+        step = max(1, 2**16 // max(ids.shape[1], 1))  # (rows at a time: the temporaries stay in cache)
+        for r0 in range(0, ids.shape[0], step):
+            part = ids[r0:r0 + step].astype(np.intp)
+            if part.size and (part.min() < 0 or (part >= sizes).any()):
+                leaves[:] = -1
+                break
+            part += offsets
+            leaves[r0:r0 + step] = lookup[part]
+        if leaves.size and leaves.min() < 0:
+            return f"{spec.library} numbered a leaf that the model's trees as tree2mat read them do not have"
+        return leaves
+
+    @functools.cached_property
+    def _leaf_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The IR leaf of each of the library's leaf numbers, every tree's in one table
+        (``lookup[offsets[t] + id]``, -1 where no leaf has the number; ``sizes[t]``: the numbers
+        tree t's part holds); None where a tree has no ``leaf_source_id``."""
+        ids = [t.leaf_source_id for t in self.ens.trees]
+        if any(i is None or (i.size and i.min() < 0) or np.unique(i).size != i.size for i in ids):
+            return None  # (a number that is no leaf, or two leaves', cannot say which leaf)
+        sizes = np.asarray([int(i.max()) + 1 if i.size else 0 for i in ids], np.int64)  # type: ignore[union-attr]
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        lookup = np.full(int(sizes.sum()), -1, np.int64)
+        for i, off in zip(ids, offsets):
+            lookup[off + i] = np.arange(i.size)  # type: ignore[union-attr]
+        return lookup, offsets, sizes
 
 
 def load_subject(model_or_path: Any, *, accept_pipeline: bool = True, synthesized: bool = False) -> Subject:
