@@ -31,6 +31,7 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "runtimes")]  # (test_
 
 import tree2mat  # noqa: E402
 from tree2mat import peers  # noqa: E402
+from tree2mat.forms import DEFAULT_OPSET  # noqa: E402
 from tree2mat.frontends import frontend_for  # noqa: E402
 from tree2mat.runtimes import RUNTIMES  # noqa: E402
 from tree2mat.verify import DEFAULT_RTOL, GraphRunner, default_atol, differing_rows, synthesize  # noqa: E402
@@ -119,6 +120,11 @@ def matrix(runtimes: list[str], rows: int, forms: tuple[str, ...] = FORMS, peer:
         for runtime in runtimes:
             for form, onx in graphs.items():
                 res = run_tree2mat(model, onx, runtime, rows)
+                # (a form proven there only from a newer opset, FormSpec.proven_from: its graph of
+                # that opset, the one --target builds, and what the default opset's gave)
+                if (lowest := tree2mat.FORMS[form].lowest_opset(runtime, ens)) > DEFAULT_OPSET:
+                    res = {**run_tree2mat(model, tree2mat.convert(model, form, opset=lowest), runtime, rows), "opset": lowest,
+                           "at_default_opset": res}
                 results.append({"model": name, "runtime": runtime, "graph": form, "default": form == default, **res})
                 print(json.dumps(results[-1]), flush=True)
             if not peer:
@@ -186,9 +192,26 @@ def table(doc: dict) -> str:
                     what = short(r["error"]) if r.get("error") else ", ".join(f"{k}: {v}" + (" rows" if isinstance(v, int) else "") for k, v in r["failed"].items())
                     notes.append(f"{r['model']}: {what}")
                 cell += " — " + "; ".join(notes)
+            cell += floor_note(rows)
             cells.append(cell.replace("|", "/"))
         lines.append(f"| {runtime} {doc['versions'][runtime]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def floor_note(rows: list[dict]) -> str:
+    """What a cell adds for a form proven on its runtime only from a newer opset than the
+    default: that opset, and the default opset's graphs that failed."""
+    floors = {r["opset"] for r in rows if "opset" in r}
+    if not floors:
+        return ""
+    below = [r for r in rows if "at_default_opset" in r and not r["at_default_opset"]["passed"]]
+    wrong = "; ".join(
+        f"{r['model']}: " + (short(r["at_default_opset"]["error"]) if r["at_default_opset"].get("error") else ", ".join(
+            f"{k}: {v}" + (" rows" if isinstance(v, int) else "") for k, v in r["at_default_opset"]["failed"].items()))
+        for r in below
+    )
+    return f" (graphs of opset {', '.join(map(str, sorted(floors)))}; of opset {DEFAULT_OPSET}: {len(rows) - len(below)}/{len(rows)}" + (
+        f" — {wrong})" if wrong else ")")
 
 
 def render(readme: str, doc: dict) -> str:

@@ -123,6 +123,14 @@ def build_graph(
     else:
         spec = options.form
         auto.check_budget(spec, ens, options.max_memory, options.target)
+        if options.target is not None and (lowest := auto.lowest_opset(spec, options.target, ens)) > opts.opset:
+            if options.opset is not None:
+                raise OptionError(
+                    f"--form {spec.name} is proven exact on {options.target} for this model only from opset {lowest} (the runtime "
+                    f"matrix: docs/runtimes.md), not at --opset {options.opset}; leave out --opset (--target then builds at that opset)"
+                )
+            progress(f"opset {lowest}, not the default {opts.opset}: {spec.name} graphs of this model are proven on {options.target} only from opset {lowest}")
+            opts = replace(opts, opset=lowest)
     progress(f"building the {spec.name} graph of {ens.n_trees} trees")
     model = spec.build(ens, opts)
     stamp(model, {
@@ -146,17 +154,29 @@ ML5_RUNTIME = "onnxruntime 1.21 or newer, or onnx 1.16's reference evaluator"
 
 def _target_opset(ens: Ensemble, options: ConvertOptions, opts: GraphOptions, choice: auto.Choice) -> tuple[GraphOptions, auto.Choice]:
     """auto's pick for a ``--target`` with no ``--opset``: the default opset's (``opts``,
-    ``choice``), or ``ML5_MIN_OPSET``'s where the form estimated fastest there is faster
-    (treeensemble's node sums only with ai.onnx.ml 5), its reason saying so. The default graph
-    (no target) stays at the default opset, which onnxruntime 1.16 loads."""
-    newer = replace(opts, opset=ML5_MIN_OPSET)
-    raised = auto.choose(ens, options.max_memory, options.batch_hint, options.target, newer)
-    now, then = (min(e.us_per_row for e in c.estimates if e.fits) for c in (choice, raised))
-    if not then < now:
+    ``choice``), or a newer opset's where the form estimated fastest there is faster, its reason
+    saying so: ``ML5_MIN_OPSET`` (treeensemble's node sums only with ai.onnx.ml 5), or the opset
+    from which a form is proven on the target (``FormSpec.proven_from``). The default graph (no
+    target) stays at the default opset, which onnxruntime 1.16 loads."""
+    floors = {auto.lowest_opset(spec, options.target, ens) for spec in FORMS.values() if spec.exact}
+    best_opts, best = opts, choice
+    fastest = min(e.us_per_row for e in choice.estimates if e.fits)
+    for opset in sorted(o for o in {ML5_MIN_OPSET, *floors} if o > opts.opset):
+        newer = replace(opts, opset=opset)
+        raised = auto.choose(ens, options.max_memory, options.batch_hint, options.target, newer)
+        if (then := min(e.us_per_row for e in raised.estimates if e.fits)) < fastest:
+            best_opts, best, fastest = newer, raised, then
+    if best is choice:
         return opts, choice
-    return newer, replace(raised, reason=(
-        f"{raised.reason}; opset {ML5_MIN_OPSET}, not the default {DEFAULT_OPSET}: estimated {then:.3g} us per row against {now:.3g} "
-        f"at opset {DEFAULT_OPSET}; it needs {ML5_RUNTIME} (--opset {DEFAULT_OPSET} for older)"
+    now = min(e.us_per_row for e in choice.estimates if e.fits)
+    lowest = auto.lowest_opset(FORMS[best.form], options.target, ens)
+    needs = (
+        f"{best.form} graphs of this model are proven on {options.target} only from opset {lowest}" if lowest == best_opts.opset
+        else f"it needs {ML5_RUNTIME} (--opset {DEFAULT_OPSET} for older)"
+    )
+    return best_opts, replace(best, reason=(
+        f"{best.reason}; opset {best_opts.opset}, not the default {DEFAULT_OPSET}: estimated {fastest:.3g} us per row against {now:.3g} "
+        f"at opset {DEFAULT_OPSET}; {needs}"
     ))
 
 

@@ -26,7 +26,10 @@ def support_table() -> str:
             lines.append(f"| {spec.library} | `{name}` | {est.task} | {est.missing} | {est.notes} |")
     lines += ["", "| form | exact | exact on (the runtime matrix) | graph |", "|---|---|---|---|"]
     for name, form in FORMS.items():
-        proven = ", ".join(form.proven_on) if form.proven_on else "—"
+        floors = {f.runtime: f for f in form.proven_from}
+        proven = ", ".join(
+            f"{r} ({floors[r].which}: opset {floors[r].opset} on)" if r in floors else r for r in form.proven_on
+        ) if form.proven_on else "—"
         lines.append(f"| `{name}` | {'yes' if form.exact else 'no'} | {proven} | {form.summary} |")
     return "\n".join(lines)
 

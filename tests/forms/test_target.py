@@ -15,7 +15,7 @@ from sklearn.datasets import load_breast_cancer
 import tree2mat
 from tree2mat.cli import main
 from tree2mat.errors import OptionError, TargetWarning
-from tree2mat.forms import FORMS, auto
+from tree2mat.forms import DEFAULT_OPSET, FORMS, auto
 from tree2mat.forms._spec import ALL_RUNTIMES
 
 X, Y = load_breast_cancer(return_X_y=True)
@@ -183,3 +183,73 @@ def test_the_warning_s_advice_names_what_differs():
     assert "verify with --runtime onnxruntime" in _target_elsewhere(meta, "tract", ["cpu"])
     assert "verify with --device cuda" in _target_elsewhere({"tree2mat.target": "cuda"}, "onnxruntime", ["cpu"])
     assert _target_elsewhere({}, "tract", ["cpu"]) is None
+
+
+def test_a_form_proven_on_a_runtime_only_from_an_opset_is_built_there_at_that_opset(booster):
+    """sign graphs of a LightGBM model misroute on webgpu-jsep below opset 23
+    (``FormSpec.proven_from``; the runtime matrix and tests/runtimes/test_webgpu.py show it
+    there): for such a model, sign is not a portable candidate at the default opset nor one for
+    that target; ``--form sign --target webgpu-jsep`` builds it at 23 and refuses ``--opset 19``;
+    other runtimes, and other models, keep it at every opset."""
+    sign, lgbm, forest = FORMS["sign"], tree2mat.load(booster), tree2mat.load(_toy_forest())
+    lowest = sign.lowest_opset("webgpu-jsep", lgbm)
+    assert lowest == 23 > DEFAULT_OPSET and sign.lowest_opset("webgpu", lgbm) == 0 and sign.lowest_opset("webgpu-jsep", forest) == 0
+    assert sign.lowest_opset("webgpu-jsep") == lowest  # (of any model: the worst)
+    assert not sign.proven("webgpu-jsep", 22, lgbm) and sign.proven("webgpu-jsep", 23, lgbm) and sign.proven("webgpu", DEFAULT_OPSET, lgbm)
+    assert sign.proven("webgpu-jsep", DEFAULT_OPSET, forest)
+    names = lambda *a: {s.name for s in auto.candidates(*a)}  # noqa: E731
+    assert "sign" not in names(None, DEFAULT_OPSET, lgbm) | names("webgpu-jsep", 22, lgbm)
+    assert "sign" in names(None, lowest, lgbm) & names("webgpu", DEFAULT_OPSET, lgbm) & names(None, DEFAULT_OPSET, forest)
+    assert "oblivious" not in names(None, DEFAULT_OPSET, lgbm) and "oblivious" in names(None, DEFAULT_OPSET, forest)
+    assert auto.runs_on(sign, "webgpu-jsep") and not auto.runs_on(sign, "webgpu-jsep", DEFAULT_OPSET, lgbm)
+    onx = tree2mat.convert(booster, form="sign", target="webgpu-jsep")
+    assert onx.opset_import[0].version == lowest and _meta(onx)["tree2mat.target"] == "webgpu-jsep"
+    with pytest.warns(TargetWarning, match="built for --target webgpu-jsep"):  # (its proof there: test_webgpu.py)
+        assert tree2mat.verify(booster, onx, rows=300).passed
+    with pytest.raises(OptionError, match=r"--form sign is proven exact on webgpu-jsep for this model only from opset 23 .* not at --opset 19"):
+        tree2mat.convert(booster, form="sign", target="webgpu-jsep", opset=DEFAULT_OPSET)
+    assert tree2mat.convert(booster, form="sign", target="webgpu").opset_import[0].version == DEFAULT_OPSET
+    assert tree2mat.convert(_toy_forest(), form="sign", target="webgpu-jsep").opset_import[0].version == DEFAULT_OPSET
+
+
+def test_auto_raises_the_opset_for_a_target_where_a_form_proven_only_from_it_is_faster(monkeypatch):
+    """A tree at one row: bitvector is estimated fastest. Were it proven on webgpu only from
+    opset 23, --target webgpu builds it at 23 and says why, and the default graph is another form."""
+    from dataclasses import replace
+
+    from sklearn.tree import DecisionTreeClassifier
+
+    from tree2mat.forms._spec import OpsetFloor
+
+    tree = DecisionTreeClassifier(max_depth=3, random_state=0).fit(X, Y)
+    assert _meta(tree2mat.convert(tree, target="webgpu", batch_hint=1))["tree2mat.form"] == "bitvector"
+    floor = OpsetFloor("webgpu", 23, lambda ens: True, "every model")
+    monkeypatch.setitem(FORMS, "bitvector", replace(FORMS["bitvector"], proven_from=(floor,)))
+    onx = tree2mat.convert(tree, target="webgpu", batch_hint=1)
+    meta = _meta(onx)
+    assert meta["tree2mat.form"] == "bitvector" and onx.opset_import[0].version == 23
+    assert "opset 23, not the default 19" in meta["tree2mat.auto"]
+    assert "bitvector graphs of this model are proven on webgpu only from opset 23" in meta["tree2mat.auto"]
+    default = tree2mat.convert(tree, batch_hint=1)
+    assert _meta(default)["tree2mat.form"] != "bitvector" and default.opset_import[0].version == DEFAULT_OPSET
+    assert "on every runtime of the matrix at opset 19" in _meta(default)["tree2mat.auto"]
+    # at an asked opset, no raise: the forms proven there
+    assert _meta(tree2mat.convert(tree, target="webgpu", batch_hint=1, opset=22))["tree2mat.form"] != "bitvector"
+
+
+def test_verify_says_when_a_graph_is_older_than_its_form_is_proven_on_the_runtime(booster):
+    from tree2mat.verify import _below_proven_opset
+
+    lgbm, forest = tree2mat.load(booster), _toy_forest()
+    at_19, at_23 = (tree2mat.convert(booster, form="sign", opset=o) for o in (19, 23))
+    note = _below_proven_opset(at_19, _meta(at_19), "webgpu-jsep", lgbm)
+    assert note is not None and note.startswith(
+        "a sign graph of opset 19: the runtime matrix saw webgpu-jsep misroute rows of sign graphs of LightGBM's models (a zero band) below opset 23"
+    )
+    assert "convert with --target webgpu-jsep (or --opset 23)" in note
+    assert _below_proven_opset(at_23, _meta(at_23), "webgpu-jsep", lgbm) is None
+    assert _below_proven_opset(at_19, _meta(at_19), "webgpu", lgbm) is None
+    walk = tree2mat.convert(booster, form="traverse")
+    assert _below_proven_opset(walk, _meta(walk), "webgpu-jsep", lgbm) is None
+    other = tree2mat.convert(forest, form="sign")
+    assert _below_proven_opset(other, _meta(other), "webgpu-jsep", tree2mat.load(forest)) is None

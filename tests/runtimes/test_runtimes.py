@@ -27,6 +27,7 @@ from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingClas
 
 import tree2mat
 from tree2mat.cli import main
+from tree2mat.forms import DEFAULT_OPSET
 from tree2mat.forms._layout import BF16_MAX
 from tree2mat.forms._spec import ALL_RUNTIMES
 from tree2mat.runtimes import RUNTIMES, WEBGPU_IMPORTS
@@ -89,15 +90,22 @@ def fitted(name: str):
 
 
 @functools.cache
-def graph(name: str, form: str) -> onnx.ModelProto:
-    return tree2mat.convert(fitted(name), form)
+def graph(name: str, form: str, opset: int | None = None) -> onnx.ModelProto:
+    return tree2mat.convert(fitted(name), form, opset=opset)
+
+
+def proven_opset(model, form: str, runtime: str) -> int | None:
+    """The opset of the graphs of ``form`` of ``model`` the runtime matrix proves on ``runtime``:
+    None (the default) but where they are proven there only from a newer one (``FormSpec.proven_from``)."""
+    lowest = tree2mat.FORMS[form].lowest_opset(runtime, tree2mat.load(model))
+    return lowest if lowest > DEFAULT_OPSET else None
 
 
 @pytest.mark.parametrize(("form", "runtime"), PROVEN)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_exact_forms_route_exactly_on_every_runtime(name, form, runtime):
     needs(runtime)
-    report = tree2mat.verify(fitted(name), graph(name, form), runtime=runtime, rows=200)
+    report = tree2mat.verify(fitted(name), graph(name, form, proven_opset(fitted(name), form, runtime)), runtime=runtime, rows=200)
     assert report.passed, report.summary()
     assert report.runtime == f"{runtime} {RUNTIMES[runtime].version()}"  # (OpenVINO: its defaults)
     kinds = report.row_kinds
@@ -109,7 +117,7 @@ def test_exact_forms_route_exactly_on_every_runtime(name, form, runtime):
     # compared on every row
     flat = [o for o in report.outputs if o.walk.startswith("<=")]
     assert (form == "traverse") == bool(flat) and all(o.compared == report.rows for o in flat)
-    meta = {p.key: p.value for p in graph(name, form).metadata_props}
+    meta = {p.key: p.value for p in graph(name, form, proven_opset(fitted(name), form, runtime)).metadata_props}
     if form == "traverse":
         few = [f"<={meta['tree2mat.walk_few']} rows"] if "tree2mat.walk_few" in meta else []
         assert {o.walk for o in flat} == {f"<={meta['tree2mat.walk_rows']} rows", *few}
@@ -145,7 +153,7 @@ def test_graphs_as_shipped_give_the_library_s_outputs(name, form, runtime):
     from tree2mat.verify import _expected
 
     needs(runtime)
-    model, onx = fitted(name), graph(name, form)
+    model, onx = fitted(name), graph(name, form, proven_opset(fitted(name), form, runtime))
     ens = tree2mat.load(model)
     X = synthesize(ens, 200)[0]
     expected, _ = _expected(model, ens, X, raw=False)

@@ -11,7 +11,7 @@ import onnx
 from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms import _heads, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions, tensor_info
-from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
+from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec, OpsetFloor
 from tree2mat.ir.core import Ensemble, Tree
 
 #: ``exit_leaf(g, ens, st, x, opts)``: from the compared input ``x`` to where the rows exit
@@ -102,10 +102,11 @@ def padded_work(ens: Ensemble) -> tuple[int, int]:
 
 def dense_form(
     name: str, build: Callable[[Ensemble, GraphOptions], onnx.ModelProto], summary: str, per_node_us: float, per_product_us: float,
-    call: tuple[float, float, float, float],
+    call: tuple[float, float, float, float], proven_from: tuple[OpsetFloor, ...] = (),
 ) -> FormSpec:
     """The spec of a matrix form: dense [T, I, L] constants, a MatMul in any of MATMUL_DTYPES,
-    the exit of :func:`exit_layout`, exact on every runtime of the matrix, and the cost model
+    the exit of :func:`exit_layout`, exact on every runtime of the matrix (from the opsets of
+    ``proven_from``, see :attr:`FormSpec.proven_from`), and the cost model
     ``per_node_us * nodes + per_product_us * products`` (:func:`padded_work`) per row; ``call``:
     one row's run, ``a + b * nodes + c * products + d * trees``."""
 
@@ -120,7 +121,7 @@ def dense_form(
     return FormSpec(
         name=name, build=build, exact=True, summary=summary,
         constant_bytes=dense_constant_bytes, bytes_per_row=dense_bytes_per_row, us_per_row=us_per_row, call_us=call_us,
-        matmul=tuple(MATMUL_DTYPES), exit_layout=exit_layout, proven_on=ALL_RUNTIMES,
+        matmul=tuple(MATMUL_DTYPES), exit_layout=exit_layout, proven_on=ALL_RUNTIMES, proven_from=proven_from,
     )
 
 

@@ -27,6 +27,19 @@ def dense_constant_limit() -> int:
 
 
 @dataclass(frozen=True)
+class OpsetFloor:
+    """A runtime that runs a form's graphs of some models exactly only from an opset on: the
+    runtime matrix saw it misroute rows of such graphs below it."""
+
+    runtime: str
+    opset: int
+    #: Whether the floor holds for a model (those like the ones seen misrouted).
+    applies: Callable[[Ensemble], bool]
+    #: Those models, in words (the support table).
+    which: str
+
+
+@dataclass(frozen=True)
 class FormSpec:
     """A form, whole."""
 
@@ -66,6 +79,10 @@ class FormSpec:
     #: Exact forms: the runtimes whose runs of its graphs the runtime matrix checks against the
     #: libraries (names of tree2mat.runtimes.RUNTIMES).
     proven_on: tuple[str, ...] = ()
+    #: Runtimes of ``proven_on`` that run the form's graphs of some models exactly only from an
+    #: opset on (``sign`` on webgpu-jsep, docs/runtimes.md). auto, ``--target`` and verify read it
+    #: through :meth:`proven`.
+    proven_from: tuple[OpsetFloor, ...] = ()
     #: Exact forms whose graph may hold no exit index (``tree2mat.leaf_tensor``): ``leaf_twin(model)``
     #: adds to ``model`` the exit leaves [T, N] (int64, trees in order) from what the graph itself
     #: computes, and returns their name (``verify`` proves the routing by them).
@@ -73,3 +90,13 @@ class FormSpec:
     #: onnxruntime's devices that run every operator of its graphs that touches rows (``cuda``:
     #: the CUDA provider has a kernel for each; ``bench --device cuda`` times only such graphs).
     devices: tuple[str, ...] = ("cpu", "cuda")
+
+    def lowest_opset(self, runtime: str, ens: Ensemble | None = None) -> int:
+        """The lowest opset whose graphs of this form of ``ens`` (None: of any model) are proven
+        on ``runtime`` (0: any)."""
+        return max((f.opset for f in self.proven_from if f.runtime == runtime and (ens is None or f.applies(ens))), default=0)
+
+    def proven(self, runtime: str, opset: int, ens: Ensemble | None = None) -> bool:
+        """Whether the runtime matrix proved this form's graphs of ``opset`` of ``ens`` (None:
+        of any model) exact on ``runtime``."""
+        return self.exact and runtime in self.proven_on and opset >= self.lowest_opset(runtime, ens)

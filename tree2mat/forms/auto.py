@@ -27,8 +27,10 @@ same on every device.
 
 ``--target RUNTIME`` narrows the candidates to the forms exact there (:func:`runs_on`: the
 runtime matrix's claims, ``FormSpec.proven_on``; ``cuda``: the forms whose row work all runs
-on onnxruntime's CUDA provider, ``FormSpec.devices``). Without one, the candidates are the
-portable forms, proven on every runtime of the matrix: a graph that is exact wherever it goes.
+on onnxruntime's CUDA provider, ``FormSpec.devices``), at the graph's opset (a form a runtime
+runs exactly only from an opset on, ``FormSpec.proven_from``, is a candidate there from that
+opset). Without one, the candidates are the portable forms, proven on every runtime of the
+matrix at the graph's opset: a graph that is exact wherever it goes.
 The estimates are onnxruntime's CPU ones for every target (no other runtime's speed is modeled).
 """
 
@@ -81,23 +83,37 @@ def check_target(target: str | None) -> str | None:
     return target
 
 
-def runs_on(spec: FormSpec, target: str | None) -> bool:
-    """Whether the exact form ``spec`` is proven exact on ``target``: a runtime its spec names
-    in ``proven_on``; ``cuda``, onnxruntime with every row-touching node on the CUDA provider
-    (``devices``); None, every runtime of the matrix (a portable graph)."""
-    if not spec.exact:
+def _runtimes(target: str | None) -> tuple[str, ...]:
+    """The runtimes a graph for ``target`` must be proven on: every one of the matrix for None
+    (a portable graph); onnxruntime for ``cuda``."""
+    return ALL_RUNTIMES if target is None else ("onnxruntime",) if target == "cuda" else (target,)
+
+
+def lowest_opset(spec: FormSpec, target: str | None, ens: Ensemble | None = None) -> int:
+    """The lowest opset whose graphs of ``spec`` of ``ens`` (None: of any model) are proven on
+    ``target`` (see :func:`runs_on`; 0: any), from ``FormSpec.proven_from``."""
+    return max(spec.lowest_opset(runtime, ens) for runtime in _runtimes(target))
+
+
+def runs_on(spec: FormSpec, target: str | None, opset: int | None = None, ens: Ensemble | None = None) -> bool:
+    """Whether the exact form ``spec``'s graphs of ``opset`` of ``ens`` (None: of any model) are
+    proven exact on ``target``: a runtime its spec names in ``proven_on`` (from the opset of
+    ``proven_from`` there, if any); ``cuda``, onnxruntime with every row-touching node on the CUDA
+    provider (``devices``); None, every runtime of the matrix (a portable graph). ``opset`` None:
+    at some opset (the lowest, :func:`lowest_opset`)."""
+    if not spec.exact or (target == "cuda" and "cuda" not in spec.devices):
         return False
-    if target is None:
-        return set(ALL_RUNTIMES) <= set(spec.proven_on)
-    if target == "cuda":
-        return "onnxruntime" in spec.proven_on and "cuda" in spec.devices
-    return target in spec.proven_on
+    at = lowest_opset(spec, target, ens) if opset is None else opset
+    return all(spec.proven(runtime, at, ens) for runtime in _runtimes(target))
 
 
-def candidates(target: str | None = None) -> list[FormSpec]:
-    """The forms auto picks from for ``target`` (None: the portable ones): the exact ones with a
-    cost model that :func:`runs_on` it, by name (ties go to the first)."""
-    return sorted((spec for spec in FORMS.values() if spec.us_per_row is not None and runs_on(spec, target)), key=lambda spec: spec.name)
+def candidates(target: str | None = None, opset: int | None = None, ens: Ensemble | None = None) -> list[FormSpec]:
+    """The forms auto picks from for ``target`` (None: the portable ones) at ``opset`` (None:
+    any) for ``ens`` (None: any model): the exact ones with a cost model that :func:`runs_on`
+    it, by name (ties go to the first)."""
+    return sorted(
+        (spec for spec in FORMS.values() if spec.us_per_row is not None and runs_on(spec, target, opset, ens)), key=lambda spec: spec.name,
+    )
 
 
 def estimate(
@@ -162,7 +178,8 @@ def choose(
     ``batch_hint`` rows, among those exact on ``target`` (None: the portable forms), its graph
     built with ``opts`` (None: the defaults), and why."""
 
-    estimates = [estimate(spec, ens, max_memory, batch_hint, opts) for spec in candidates(check_target(target))]
+    opset = (opts or GraphOptions()).opset
+    estimates = [estimate(spec, ens, max_memory, batch_hint, opts) for spec in candidates(check_target(target), opset, ens)]
     fitting = [e for e in estimates if e.fits]
     if not fitting:
         least = min(estimates, key=lambda e: e.memory_bytes)
@@ -174,6 +191,8 @@ def choose(
         for e in others
     ]
     where = "every runtime of the matrix" if target is None else target
+    if any(lowest_opset(spec, target, ens) > opset for spec in FORMS.values() if spec.us_per_row is not None and runs_on(spec, target)):
+        where += f" at opset {opset}"
     reason = (
         f"fastest exact form on {where} in runs of {batch_hint} row{'s' * (batch_hint != 1)} within {gib(max_memory)} for {BUDGET_ROWS} rows: "
         f"estimated {best.us_per_row:.3g} us per row on the CPU, {gib(best.memory_bytes)} (vs {'; '.join(parts)})"

@@ -173,6 +173,8 @@ def verify(
     if (elsewhere := _target_elsewhere(meta, runtime, devices)) is not None:
         warnings.warn(TargetWarning(elsewhere), stacklevel=2)
         notes.append(elsewhere)
+    if (unproven := _below_proven_opset(onx, meta, runtime, subject.ens)) is not None:
+        notes.append(unproven)
     atol_v = _default_atol(subject, meta.get("tree2mat.arithmetic", "float64")) if atol is None else atol
     forest = attention.as_forest(subject.model)
     # (an attention forest's labels are no sums of leaves: none of its rows is at a tie)
@@ -348,6 +350,21 @@ def _target_elsewhere(meta: dict[str, str], runtime: str, devices: list[str]) ->
     return (
         f"the graph was built for --target {target} but is proved here on {', '.join(sorted(on))}: this proves it there, "
         f"not on {target}; verify with {how} where it will run"
+    )
+
+
+def _below_proven_opset(onx: onnx.ModelProto, meta: dict[str, str], runtime: str, ens: Ensemble) -> str | None:
+    """What to say when the graph's form is proven on ``runtime`` for ``ens`` only from a newer
+    opset than the graph's (``FormSpec.proven_from``: the runtime matrix saw that runtime misroute
+    rows of such models below it), else None. The rows below prove or disprove this graph all the same."""
+    spec = FORMS.get(meta.get("tree2mat.form", ""))
+    opset = next((o.version for o in onx.opset_import if o.domain in ("", "ai.onnx")), None)
+    if spec is None or opset is None or runtime not in spec.proven_on or spec.proven(runtime, opset, ens):
+        return None
+    floor = max((f for f in spec.proven_from if f.runtime == runtime and f.applies(ens)), key=lambda f: f.opset)
+    return (
+        f"a {spec.name} graph of opset {opset}: the runtime matrix saw {runtime} misroute rows of {spec.name} graphs of {floor.which} "
+        f"below opset {floor.opset} (docs/runtimes.md); for {runtime}, convert with --target {runtime} (or --opset {floor.opset})"
     )
 
 
