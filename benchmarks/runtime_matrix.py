@@ -187,15 +187,18 @@ def table(doc: dict) -> str:
             if unclaimed and rows and all(r.get("error") for r in rows):
                 cell = f"not supported ({short(rows[0]['error'])})"
             elif bad:
-                notes = []
-                for r in bad:
-                    what = short(r["error"]) if r.get("error") else ", ".join(f"{k}: {v}" + (" rows" if isinstance(v, int) else "") for k, v in r["failed"].items())
-                    notes.append(f"{r['model']}: {what}")
-                cell += " — " + "; ".join(notes)
+                cell += " — " + "; ".join(f"{r['model']}: {what_failed(r)}" for r in bad)
             cell += floor_note(rows)
             cells.append(cell.replace("|", "/"))
         lines.append(f"| {runtime} {doc['versions'][runtime]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def what_failed(result: dict) -> str:
+    """A failed run in a cell: the error, or per output how many rows were wrong."""
+    if result.get("error"):
+        return short(result["error"])
+    return ", ".join(f"{k}: {v}" + (" rows" if isinstance(v, int) else "") for k, v in result["failed"].items())
 
 
 def floor_note(rows: list[dict]) -> str:
@@ -205,11 +208,7 @@ def floor_note(rows: list[dict]) -> str:
     if not floors:
         return ""
     below = [r for r in rows if "at_default_opset" in r and not r["at_default_opset"]["passed"]]
-    wrong = "; ".join(
-        f"{r['model']}: " + (short(r["at_default_opset"]["error"]) if r["at_default_opset"].get("error") else ", ".join(
-            f"{k}: {v}" + (" rows" if isinstance(v, int) else "") for k, v in r["at_default_opset"]["failed"].items()))
-        for r in below
-    )
+    wrong = "; ".join(f"{r['model']}: {what_failed(r['at_default_opset'])}" for r in below)
     return f" (graphs of opset {', '.join(map(str, sorted(floors)))}; of opset {DEFAULT_OPSET}: {len(rows) - len(below)}/{len(rows)}" + (
         f" — {wrong})" if wrong else ")")
 

@@ -160,7 +160,7 @@ def _target_opset(ens: Ensemble, options: ConvertOptions, opts: GraphOptions, ch
     target) stays at the default opset, which onnxruntime 1.16 loads."""
     floors = {auto.lowest_opset(spec, options.target, ens) for spec in FORMS.values() if spec.exact}
     best_opts, best = opts, choice
-    fastest = min(e.us_per_row for e in choice.estimates if e.fits)
+    now = fastest = min(e.us_per_row for e in choice.estimates if e.fits)
     for opset in sorted(o for o in {ML5_MIN_OPSET, *floors} if o > opts.opset):
         newer = replace(opts, opset=opset)
         raised = auto.choose(ens, options.max_memory, options.batch_hint, options.target, newer)
@@ -168,7 +168,6 @@ def _target_opset(ens: Ensemble, options: ConvertOptions, opts: GraphOptions, ch
             best_opts, best, fastest = newer, raised, then
     if best is choice:
         return opts, choice
-    now = min(e.us_per_row for e in choice.estimates if e.fits)
     lowest = auto.lowest_opset(FORMS[best.form], options.target, ens)
     needs = (
         f"{best.form} graphs of this model are proven on {options.target} only from opset {lowest}" if lowest == best_opts.opset

@@ -91,10 +91,17 @@ class FormSpec:
     #: the CUDA provider has a kernel for each; ``bench --device cuda`` times only such graphs).
     devices: tuple[str, ...] = ("cpu", "cuda")
 
+    def floor(self, runtime: str, ens: Ensemble | None = None) -> OpsetFloor | None:
+        """The highest of ``proven_from``'s floors on ``runtime`` that holds for ``ens`` (None:
+        for any model), or None."""
+        held = [f for f in self.proven_from if f.runtime == runtime and (ens is None or f.applies(ens))]
+        return max(held, key=lambda f: f.opset) if held else None
+
     def lowest_opset(self, runtime: str, ens: Ensemble | None = None) -> int:
         """The lowest opset whose graphs of this form of ``ens`` (None: of any model) are proven
         on ``runtime`` (0: any)."""
-        return max((f.opset for f in self.proven_from if f.runtime == runtime and (ens is None or f.applies(ens))), default=0)
+        floor = self.floor(runtime, ens)
+        return 0 if floor is None else floor.opset
 
     def proven(self, runtime: str, opset: int, ens: Ensemble | None = None) -> bool:
         """Whether the runtime matrix proved this form's graphs of ``opset`` of ``ens`` (None:

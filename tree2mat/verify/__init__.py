@@ -361,7 +361,8 @@ def _below_proven_opset(onx: onnx.ModelProto, meta: dict[str, str], runtime: str
     opset = next((o.version for o in onx.opset_import if o.domain in ("", "ai.onnx")), None)
     if spec is None or opset is None or runtime not in spec.proven_on or spec.proven(runtime, opset, ens):
         return None
-    floor = max((f for f in spec.proven_from if f.runtime == runtime and f.applies(ens)), key=lambda f: f.opset)
+    floor = spec.floor(runtime, ens)
+    assert floor is not None  # (in proven_on, not proven at this opset: a floor holds)
     return (
         f"a {spec.name} graph of opset {opset}: the runtime matrix saw {runtime} misroute rows of {spec.name} graphs of {floor.which} "
         f"below opset {floor.opset} (docs/runtimes.md); for {runtime}, convert with --target {runtime} (or --opset {floor.opset})"
