@@ -185,12 +185,25 @@ def test_the_warning_s_advice_names_what_differs():
     assert _target_elsewhere({}, "tract", ["cpu"]) is None
 
 
-def test_a_form_proven_on_a_runtime_only_from_an_opset_is_built_there_at_that_opset(booster):
-    """sign graphs of a LightGBM model misroute on webgpu-jsep below opset 23
-    (``FormSpec.proven_from``; the runtime matrix and tests/runtimes/test_webgpu.py show it
-    there): for such a model, sign is not a portable candidate at the default opset nor one for
-    that target; ``--form sign --target webgpu-jsep`` builds it at 23 and refuses ``--opset 19``;
-    other runtimes, and other models, keep it at every opset."""
+@pytest.fixture
+def jsep_floor(monkeypatch):
+    """sign and oblivious proven on webgpu-jsep only from opset 23 for models with a zero band,
+    the floor they carried until their graphs stopped taking the Shape of a computed tensor
+    (docs/runtimes.md): the mechanism, on a case the runtime matrix once measured."""
+    from dataclasses import replace
+
+    from tree2mat.forms._spec import OpsetFloor
+
+    floor = OpsetFloor("webgpu-jsep", 23, lambda ens: bool(ens.zero_band), "LightGBM's models (a zero band)")
+    for name in ("sign", "oblivious"):
+        monkeypatch.setitem(FORMS, name, replace(FORMS[name], proven_from=(floor,)))
+
+
+def test_a_form_proven_on_a_runtime_only_from_an_opset_is_built_there_at_that_opset(booster, jsep_floor):
+    """Were sign graphs of a LightGBM model proven on webgpu-jsep only from opset 23
+    (``FormSpec.proven_from``): for such a model, sign is not a portable candidate at the default
+    opset nor one for that target; ``--form sign --target webgpu-jsep`` builds it at 23 and
+    refuses ``--opset 19``; other runtimes, and other models, keep it at every opset."""
     sign, lgbm, forest = FORMS["sign"], tree2mat.load(booster), tree2mat.load(_toy_forest())
     lowest = sign.lowest_opset("webgpu-jsep", lgbm)
     assert lowest == 23 > DEFAULT_OPSET and sign.lowest_opset("webgpu", lgbm) == 0 and sign.lowest_opset("webgpu-jsep", forest) == 0
@@ -204,7 +217,7 @@ def test_a_form_proven_on_a_runtime_only_from_an_opset_is_built_there_at_that_op
     assert auto.runs_on(sign, "webgpu-jsep") and not auto.runs_on(sign, "webgpu-jsep", DEFAULT_OPSET, lgbm)
     onx = tree2mat.convert(booster, form="sign", target="webgpu-jsep")
     assert onx.opset_import[0].version == lowest and _meta(onx)["tree2mat.target"] == "webgpu-jsep"
-    with pytest.warns(TargetWarning, match="built for --target webgpu-jsep"):  # (its proof there: test_webgpu.py)
+    with pytest.warns(TargetWarning, match="built for --target webgpu-jsep"):
         assert tree2mat.verify(booster, onx, rows=300).passed
     with pytest.raises(OptionError, match=r"--form sign is proven exact on webgpu-jsep for this model only from opset 23 .* not at --opset 19"):
         tree2mat.convert(booster, form="sign", target="webgpu-jsep", opset=DEFAULT_OPSET)
@@ -237,7 +250,7 @@ def test_auto_raises_the_opset_for_a_target_where_a_form_proven_only_from_it_is_
     assert _meta(tree2mat.convert(tree, target="webgpu", batch_hint=1, opset=22))["tree2mat.form"] != "bitvector"
 
 
-def test_verify_says_when_a_graph_is_older_than_its_form_is_proven_on_the_runtime(booster):
+def test_verify_says_when_a_graph_is_older_than_its_form_is_proven_on_the_runtime(booster, jsep_floor):
     from tree2mat.verify import _below_proven_opset
 
     lgbm, forest = tree2mat.load(booster), _toy_forest()

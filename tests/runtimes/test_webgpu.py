@@ -70,21 +70,6 @@ def test_each_target_s_pick_verifies_on_webgpu(name, runtime):
     assert_target_s_pick_verifies(name, runtime, rows=100)
 
 
-def test_sign_is_proven_on_jsep_only_from_its_opset():
-    """Why ``sign`` claims webgpu-jsep only from opset 23 (``FormSpec.proven_from``): its graph of
-    the 3-class LightGBM model of opset 22 misroutes rows there (the runtime matrix: 848 of 3 045
-    rows at opset 19, docs/runtimes.md) and verify's report says why; that of opset 23 routes
-    exactly. When onnxruntime-web's JSEP stops misrouting it, this fails: lower the claim."""
-    name = "LGBMClassifier 3 classes, NaN"
-    lowest = tree2mat.FORMS["sign"].lowest_opset("webgpu-jsep", tree2mat.load(fitted(name)))
-    below = tree2mat.verify(fitted(name), graph(name, "sign", lowest - 1), runtime="webgpu-jsep", rows=100)
-    routing = next(o for o in below.outputs if o.name == "routing")
-    assert routing.mismatches > 0, below.summary()
-    assert any(n.startswith(f"a sign graph of opset {lowest - 1}: the runtime matrix saw webgpu-jsep misroute rows of sign graphs of LightGBM's") for n in below.notes)
-    at = tree2mat.verify(fitted(name), graph(name, "sign", lowest), runtime="webgpu-jsep", rows=100)
-    assert at.passed and not any("misroute" in n for n in at.notes), at.summary()
-
-
 def _argmax_after_a_shorter_one() -> onnx.ModelProto:
     """x [2, 62, 3]: ``short``, the ArgMax over axis 1 of its first 47 entries, then ``long``, the
     ArgMax of all 62 (after ``short``: it reads ``short`` times 0), one rank and the same attributes."""

@@ -426,7 +426,7 @@ def _with_projections(g: GraphBuilder, pr: Projections, n_features: int, value: 
     P = pr.feature.shape[1]
     columns = g.op("Transpose", [value], "x_by_column", perm=[1, 0])  # [F, N]
     if (pr.feature < 0).any():
-        shape = g.op("Concat", [g.const(np.asarray([1], np.int64), "zero_row_count"), row_count(g, value)], "zero_row_shape", axis=0)
+        shape = g.op("Concat", [g.const(np.asarray([1], np.int64), "zero_row_count"), row_count(g)], "zero_row_shape", axis=0)
         zeros = g.op("ConstantOfShape", [shape], "zero_row", value=onnx.numpy_helper.from_array(np.zeros(1, cmp)))
         columns = g.op("Concat", [columns, zeros], "x_by_column_padded", axis=0)
     total = ""
@@ -589,22 +589,29 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
             sentinel = g.const(cmp.type(edge if high else -edge), f"missing_{'high' if high else 'low'}{'_half' if half else ''}")
             made[b] = g.op("Where", [missing[src], sentinel, value], b)
             continue
-        flag = missing[src]
-        if not b.startswith("nan"):  # (IsInf is false on the missing cells' NaN)
-            inf = g.op("IsInf", [x.value], f"{b}_inf", detect_negative=int(not b.startswith("hi")), detect_positive=int(b.startswith("hi")))
-            if b.startswith("ninf"):  # -inf only, never a missing cell
-                flag = g.op("And", [inf, g.op("Not", [flag], f"{b}_present")], f"{b}_bool")
-            else:
-                flag = g.op("Or", [flag, inf], f"{b}_bool")
-        made[b] = g.op("Cast", [flag], b, to=to)
+        if b.startswith("nan"):
+            made[b] = g.op("Cast", [missing[src]], b, to=to)
+            continue
+        # +-inf found as x / 2 beyond -+max / 2 (a constant inside bfloat16's range; the missing
+        # cells' NaN is above nothing), then set to 1 (or 0 for ninf) where missing: no IsInf,
+        # Or or And, which onnxruntime-web's JSEP runs on the CPU beside its GPU kernels, and
+        # whose bool result a Cast there read without its +inf cells (see docs/runtimes.md).
+        x_half = g.op("Mul", [x.value, g.const(cmp.type(0.5), "half")], "x_half")
+        pos = b.startswith("hi")
+        bound = g.const(cmp.type(top / 2 if pos else -top / 2), f"{'pos' if pos else 'neg'}_inf_half")
+        beyond = g.op("Greater" if pos else "Less", [x_half, bound], f"{b}_inf")
+        on_missing = g.const(cmp.type(0 if b.startswith("ninf") else 1), "zero_flag" if b.startswith("ninf") else "one_flag")
+        made[b] = g.op("Where", [missing[src], on_missing, g.op("Cast", [beyond], f"{b}_inf_flag", to=to)], b)
     parts = [made[b] for b in blocks]
     return parts[0] if len(parts) == 1 else g.op("Concat", parts, "x_augmented", axis=1)
 
 
-def row_count(g: GraphBuilder, x: str) -> str:
-    """The number of rows of ``x``, as a 1-D int64 tensor of one element (for shapes)."""
+def row_count(g: GraphBuilder) -> str:
+    """The number of rows, as a 1-D int64 tensor of one element (for shapes): the graph input's,
+    never a computed tensor's: onnxruntime-web's JSEP misrouted rows of the sign graph of a
+    LightGBM model that took the Shape of the zero band's Where (docs/runtimes.md)."""
     start, stop = g.const(np.asarray([0], np.int64), "n_start"), g.const(np.asarray([1], np.int64), "n_stop")
-    return g.op("Slice", [g.op("Shape", [x], "x_shape"), start, stop], "n_rows")
+    return g.op("Slice", [g.op("Shape", ["input"], "x_shape"), start, stop], "n_rows")
 
 
 def test_bits(
@@ -622,7 +629,7 @@ def test_bits(
     xa = augmented_input(g, ens, st, x, tests.blocks)
     columns = g.op("Transpose", [xa], "x_columns", perm=[1, 0])
     if ones:
-        n_rows = row_count(g, x.value)
+        n_rows = row_count(g)
         true = onnx.helper.make_tensor("true", onnx.TensorProto.BOOL, [1], [True])
     out = []
     for k, (trees, n) in enumerate(groups):  # (one Gather each: no Slice of a [nodes, N] tensor,

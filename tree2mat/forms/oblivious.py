@@ -183,5 +183,4 @@ FORM = FormSpec(
     summary="oblivious (symmetric) trees as D comparisons, the leaf the decisions weighed by powers of two (sum_d 2^(D-1-d) r_d); other trees as sign",
     constant_bytes=constant_bytes, bytes_per_row=bytes_per_row, us_per_row=us_per_row, call_us=call_us, matmul=("float32",),
     exit_layout=exit_layout, proven_on=ALL_RUNTIMES,
-    proven_from=sign.FORM.proven_from,  # (its other trees are sign's graph: misrouted as sign's, the runtime matrix)
 )

@@ -15,7 +15,6 @@ import onnx
 
 from tree2mat.forms import _exact, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
-from tree2mat.forms._spec import OpsetFloor
 from tree2mat.ir.core import Ensemble, Tree
 from tree2mat.ir.matrices import template_matrix
 
@@ -50,7 +49,4 @@ def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
 FORM = _exact.dense_form(
     "sign", build, "Decision Machines eq. 5: ArgMax(B sgn(Sx - t) - depth), all trees in one MatMul",
     per_node_us=0.00455, per_product_us=1.19e-5, call=(20.8, 0.00225, 1.54e-4, 0.130),
-    # (onnxruntime-web's JSEP misroutes rows of its graphs of a LightGBM model at opsets 19 to
-    # 22, not 23's; the graph with the zero band's mask an output is exact: docs/runtimes.md)
-    proven_from=(OpsetFloor("webgpu-jsep", 23, lambda ens: bool(ens.zero_band), "LightGBM's models (a zero band)"),),
 )
