@@ -592,10 +592,11 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
         if b.startswith("nan"):
             made[b] = g.op("Cast", [missing[src]], b, to=to)
             continue
-        # +-inf found as x / 2 beyond -+max / 2 (a constant inside bfloat16's range; the missing
-        # cells' NaN is above nothing), then set to 1 (or 0 for ninf) where missing: no IsInf,
-        # Or or And, which onnxruntime-web's JSEP runs on the CPU beside its GPU kernels, and
-        # whose bool result a Cast there read without its +inf cells (see docs/runtimes.md).
+        # +-inf found as x / 2 beyond -+max / 2 (for float32 a constant inside bfloat16's range;
+        # the missing cells' NaN is above nothing), then set to 1 (or 0 for ninf) where missing,
+        # as the value blocks' Where does: no IsInf, Or or And of the infinities, which
+        # onnxruntime-web's JSEP runs on its CPU kernels, and whose bool result a Cast there read
+        # without its +inf cells (a symmetric CatBoost model; docs/runtimes.md).
         x_half = g.op("Mul", [x.value, g.const(cmp.type(0.5), "half")], "x_half")
         pos = b.startswith("hi")
         bound = g.const(cmp.type(top / 2 if pos else -top / 2), f"{'pos' if pos else 'neg'}_inf_half")
@@ -607,9 +608,9 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
 
 
 def row_count(g: GraphBuilder) -> str:
-    """The number of rows, as a 1-D int64 tensor of one element (for shapes): the graph input's,
-    never a computed tensor's: onnxruntime-web's JSEP misrouted rows of the sign graph of a
-    LightGBM model that took the Shape of the zero band's Where (docs/runtimes.md)."""
+    """The number of rows, as a 1-D int64 tensor of one element (for shapes): the graph input's
+    rather than a computed tensor's, as onnxruntime-web's JSEP misrouted rows of the sign graph
+    of a LightGBM model that took the Shape of the zero band's Where (docs/runtimes.md)."""
     start, stop = g.const(np.asarray([0], np.int64), "n_start"), g.const(np.asarray([1], np.int64), "n_stop")
     return g.op("Slice", [g.op("Shape", ["input"], "x_shape"), start, stop], "n_rows")
 

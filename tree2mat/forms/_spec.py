@@ -80,7 +80,7 @@ class FormSpec:
     #: libraries (names of tree2mat.runtimes.RUNTIMES).
     proven_on: tuple[str, ...] = ()
     #: Runtimes of ``proven_on`` that run the form's graphs of some models exactly only from an
-    #: opset on (``sign`` on webgpu-jsep, docs/runtimes.md). auto, ``--target`` and verify read it
+    #: opset on (none today; ``sign`` on webgpu-jsep until 2026-11-29, docs/runtimes.md). auto, ``--target`` and verify read it
     #: through :meth:`proven`.
     proven_from: tuple[OpsetFloor, ...] = ()
     #: Exact forms whose graph may hold no exit index (``tree2mat.leaf_tensor``): ``leaf_twin(model)``
