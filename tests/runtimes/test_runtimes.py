@@ -501,6 +501,40 @@ def test_oblique_graphs_keep_the_contract(form):
 
 
 @functools.cache
+@functools.cache
+def zero_split_booster() -> tuple[xgb.XGBClassifier, np.ndarray]:
+    """An XGBClassifier with splits at 0 (``x < 0``: the graph's ``x > -1.4e-45``, a subnormal),
+    and rows that test them: its training rows, then each with one column at -0, 0, the positive
+    subnormals' ends and -+the smallest normal. (No negative subnormal input: a runtime that
+    flushes subnormals reads it as 0, and no float operation tells them apart.)"""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 5))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    X[rng.random(X.shape) < 0.15] = 0.0
+    model = xgb.XGBClassifier(n_estimators=10, max_depth=4, random_state=0).fit(X, y)
+    f32 = np.finfo(np.float32)
+    rows = [X[:100].astype(np.float32)]
+    for v in (-0.0, 0.0, f32.smallest_subnormal, f32.tiny * (1 - f32.eps), f32.tiny, -f32.tiny):
+        for c in range(X.shape[1]):
+            r = X[:100].astype(np.float32)
+            r[:, c] = v
+            rows.append(r)
+    return model, np.concatenate(rows)
+
+
+@pytest.mark.parametrize(("form", "runtime"), PROVEN + [(form, "onnxruntime") for form in EXACT])
+def test_an_xgboost_split_at_zero_sends_zero_where_xgboost_does_on_every_runtime(form, runtime):
+    """Such a node is compared scaled (``_layout.UPSCALED``): before, IREE, OpenVINO and WebGPU,
+    which read the subnormal threshold as -0, sent x = 0 left (14 of 570 synthesized rows on
+    IREE, 8 on OpenVINO, 2026-11-29)."""
+    needs(runtime)
+    model, rows = zero_split_booster()
+    ens = tree2mat.load(model)
+    assert any(((t.threshold == 0) & (t.feature >= 0)).any() for t in ens.trees)  # (the case)
+    report = tree2mat.verify(model, tree2mat.convert(model, form), rows, runtime=runtime)
+    assert report.passed, report.summary()
+
+
 def catboost_model(kind: str):
     """A binary CatBoostClassifier fitted on rows with NaN cells (nan_mode Max: NaN right) in
     symmetric trees, or a 3-class one in non-symmetric (Lossguide) trees with nan_mode Min."""

@@ -29,7 +29,20 @@ from tree2mat.runtimes import NODE_SCRIPT, RUNTIMES, node_modules
 from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
 
 from conftest import ROOT
-from test_runtimes import BROWSER, EXACT, MODELS, PORTABLE, SOFT, attention_forest, catboost_model, fitted, graph, oblique_forest, proven_opset
+from test_runtimes import (
+    BROWSER,
+    EXACT,
+    MODELS,
+    PORTABLE,
+    SOFT,
+    attention_forest,
+    catboost_model,
+    fitted,
+    graph,
+    oblique_forest,
+    proven_opset,
+    zero_split_booster,
+)
 
 RESULTS = ROOT / "build" / "webgpu.json"
 
@@ -134,6 +147,16 @@ def test_oblique_forest_routes_exactly_on_webgpu(form, runtime):
 def test_catboost_routes_exactly_on_webgpu(kind, form, runtime):
     model = catboost_model(kind)
     report = tree2mat.verify(model, tree2mat.convert(model, form, opset=proven_opset(model, form, runtime)), runtime=runtime, rows=100)
+    assert report.passed, report.summary()
+
+
+@pytest.mark.parametrize("runtime", BROWSER)
+@pytest.mark.parametrize("form", PORTABLE)
+def test_an_xgboost_split_at_zero_sends_zero_where_xgboost_does_on_webgpu(form, runtime):
+    """WebGPU flushes subnormals: before the scaled blocks, x = 0 went left at XGBoost's splits
+    at 0 (14 of 570 synthesized rows, both backends, 2026-11-29; test_runtimes.py)."""
+    model, rows = zero_split_booster()
+    report = tree2mat.verify(model, tree2mat.convert(model, form), rows, runtime=runtime)
     assert report.passed, report.summary()
 
 

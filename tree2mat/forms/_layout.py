@@ -471,7 +471,7 @@ def node_values(g: GraphBuilder, st: Stacked, x: Compared) -> tuple[str, str]:
 #: -inf (not missing); the ``w`` blocks: the same for x with 0 counted as missing (LightGBM's
 #: missing type Zero). F columns each; ``cat``: one per categorical node, 1 where that node sends
 #: the row right.
-BLOCKS = ("x", "xhi", "w", "whi", "x2", "xhi2", "w2", "whi2", "nanx", "nanw", "hix", "hiw", "lox", "low", "ninfx", "ninfw", "cat")
+BLOCKS = ("x", "xhi", "w", "whi", "x2", "xhi2", "w2", "whi2", "xs", "xhis", "ws", "whis", "nanx", "nanw", "hix", "hiw", "lox", "low", "ninfx", "ninfw", "cat")
 #: The halved twins of the value blocks (``x2``: ``x / 2``, missing cells at ``-max / 2``; ...),
 #: read by the nodes whose graph threshold is at or beyond bfloat16's largest number (about
 #: 3.39e38, e.g. CatBoost's -+FLT_MAX borders), against half the threshold: exact (a halving of a
@@ -481,6 +481,17 @@ BLOCKS = ("x", "xhi", "w", "whi", "x2", "xhi2", "w2", "whi2", "nanx", "nanw", "h
 #: its default bf16 precision, clamps such a constant to bfloat16's largest number and compares
 #: in float32: ``x > FLT_MAX`` held for ``x = FLT_MAX`` (measured 2026-11-25).
 HALVED = {"x2": "x", "xhi2": "xhi", "w2": "w", "whi2": "whi"}
+#: The scaled-up twins (``xs``: ``x * 2**64``, ...), read by the nodes whose graph threshold is
+#: subnormal (XGBoost's ``x < 0`` is ``x > -1.4e-45``), against the threshold times 2**64, a
+#: normal number: exact (a power-of-two scaling keeps every order, an overflow to inf included)
+#: where a runtime reads a subnormal constant as 0 (IREE, OpenVINO, WebGPU flush subnormals:
+#: ``x > -0`` sent x = 0 left, 2026-11-29), for 0 and every normal input. (Such a runtime reads
+#: a subnormal input as 0 as well, which no float operation can undo.)
+UPSCALED = {"xs": "x", "xhis": "xhi", "ws": "w", "whis": "whi"}
+#: 2**64: the subnormals of float32 and float64 times it are normal.
+UPSCALE = 2.0**64
+#: The twins' value block.
+TWIN_OF = {**HALVED, **UPSCALED}
 #: bfloat16's largest finite number.
 BF16_MAX = float(np.float32(np.uint32(0x7F7F0000).view(np.float32)))
 #: The column and threshold of a test that never holds (``nanx`` is 0 or 1).
@@ -548,6 +559,9 @@ def node_tests(ens: Ensemble, st: Stacked, extra: tuple[str, ...] = ()) -> NodeT
     huge = valid & ~cat & np.isin(block, list(HALVED.values())) & (np.abs(threshold.astype(np.float64)) >= BF16_MAX) & np.isfinite(threshold)
     block[huge] = np.char.add(block[huge].astype(str), "2")
     threshold[huge] = threshold[huge] / dt(2)  # (exact: a power-of-two scaling of a number this large)
+    tiny = valid & ~cat & np.isin(block, list(UPSCALED.values())) & (threshold != 0) & (np.abs(threshold) < np.finfo(t.dtype).tiny)
+    block[tiny] = np.char.add(block[tiny].astype(str), "s")
+    threshold[tiny] = threshold[tiny] * dt(UPSCALE)  # (exact: a subnormal scaled by a power of two)
     block[cat] = "cat"
     threshold[cat] = dt(0.5)
     index = st.feature.copy()
@@ -569,7 +583,7 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
     to = onnx.helper.np_dtype_to_tensor_dtype(cmp)
     top = np.finfo(cmp).max
     missing = {"x": x.missing}
-    if any(HALVED.get(b, b).endswith(("w", "whi")) for b in blocks):
+    if any(TWIN_OF.get(b, b).endswith(("w", "whi")) for b in blocks):
         is_zero = g.op("Equal", [x.value, g.const(cmp.type(0), "zero_cmp")], "x_is_zero")  # (NaN: set anyway)
         missing["w"] = g.op("Or", [x.missing, is_zero], "w_missing")
     made: dict[str, str] = {}
@@ -578,11 +592,13 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
             right = g.op("Transpose", [g.op("Not", [categorical_left(g, ens, st, x)], "cat_right_nodes")], "cat_right", perm=[1, 0])
             made[b] = g.op("Cast", [right], "cat_right_cmp", to=to)
             continue
-        base = HALVED.get(b, b)
+        base = TWIN_OF.get(b, b)
         src = "w" if base.endswith(("w", "whi")) else "x"
         if base in ("x", "w", "xhi", "whi"):
             high, half = base.endswith("hi"), b in HALVED
             value = g.op("Mul", [x.value, g.const(cmp.type(0.5), "half")], "x_half") if half else x.value
+            if b in UPSCALED:
+                value = g.op("Mul", [x.value, g.const(cmp.type(UPSCALE), "upscale")], "x_upscaled")
             # The missing cells' place, beyond every threshold of the block: the others' are below
             # bfloat16's largest number, the halved blocks' at most half the dtype's largest.
             edge = cmp.type(top / 2) if half else cmp.type(BF16_MAX)
