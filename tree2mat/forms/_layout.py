@@ -596,9 +596,12 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
         src = "w" if base.endswith(("w", "whi")) else "x"
         if base in ("x", "w", "xhi", "whi"):
             high, half = base.endswith("hi"), b in HALVED
-            value = g.op("Mul", [x.value, g.const(cmp.type(0.5), "half")], "x_half") if half else x.value
-            if b in UPSCALED:
+            if half:
+                value = _halved(g, x.value, cmp)
+            elif b in UPSCALED:
                 value = g.op("Mul", [x.value, g.const(cmp.type(UPSCALE), "upscale")], "x_upscaled")
+            else:
+                value = x.value
             # The missing cells' place, beyond every threshold of the block: the others' are below
             # bfloat16's largest number, the halved blocks' at most half the dtype's largest.
             edge = cmp.type(top / 2) if half else cmp.type(BF16_MAX)
@@ -613,7 +616,7 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
         # as the value blocks' Where does: no IsInf, Or or And of the infinities, which
         # onnxruntime-web's JSEP runs on its CPU kernels, and whose bool result a Cast there read
         # without its +inf cells (a symmetric CatBoost model; docs/runtimes.md).
-        x_half = g.op("Mul", [x.value, g.const(cmp.type(0.5), "half")], "x_half")
+        x_half = _halved(g, x.value, cmp)
         pos = b.startswith("hi")
         bound = g.const(cmp.type(top / 2 if pos else -top / 2), f"{'pos' if pos else 'neg'}_inf_half")
         beyond = g.op("Greater" if pos else "Less", [x_half, bound], f"{b}_inf")
@@ -621,6 +624,11 @@ def augmented_input(g: GraphBuilder, ens: Ensemble, st: Stacked, x: Compared, bl
         made[b] = g.op("Where", [missing[src], on_missing, g.op("Cast", [beyond], f"{b}_inf_flag", to=to)], b)
     parts = [made[b] for b in blocks]
     return parts[0] if len(parts) == 1 else g.op("Concat", parts, "x_augmented", axis=1)
+
+
+def _halved(g: GraphBuilder, value: str, cmp: np.dtype) -> str:
+    """``value / 2`` (one node however many blocks read it: the builder merges equal nodes)."""
+    return g.op("Mul", [value, g.const(cmp.type(0.5), "half")], "x_half")
 
 
 def row_count(g: GraphBuilder) -> str:

@@ -80,8 +80,8 @@ class FormSpec:
     #: libraries (names of tree2mat.runtimes.RUNTIMES).
     proven_on: tuple[str, ...] = ()
     #: Runtimes of ``proven_on`` that run the form's graphs of some models exactly only from an
-    #: opset on (none today; ``sign`` on webgpu-jsep until 2026-11-29, docs/runtimes.md). auto, ``--target`` and verify read it
-    #: through :meth:`proven`.
+    #: opset on (none today; ``sign`` on webgpu-jsep until 2026-11-29, docs/runtimes.md). auto,
+    #: ``--target`` and verify read it through :meth:`proven`.
     proven_from: tuple[OpsetFloor, ...] = ()
     #: Exact forms whose graph may hold no exit index (``tree2mat.leaf_tensor``): ``leaf_twin(model)``
     #: adds to ``model`` the exit leaves [T, N] (int64, trees in order) from what the graph itself
