@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from tree2mat.contract import graph_metadata
 from tree2mat.errors import OptionError
 from tree2mat.forms import AUTO, DEFAULT_OPSET, FORMS, MIN_OPSET, NEWEST_OPSET, FormSpec, GraphOptions, auto, check_form
 from tree2mat.forms._graph import ML5_MIN_OPSET, GraphBuilder
@@ -144,6 +145,7 @@ def build_graph(
         **({"tree2mat.target": options.target} if options.target is not None else {}),
         **({"tree2mat.auto": reason, "tree2mat.batch_hint": str(options.batch_hint)} if reason is not None else {}),
         **({"tree2mat.categories": json.dumps(ens.category_table())} if ens.category_labels else {}),
+        **graph_metadata(ens),
     })
     return checked(model, progress)
 

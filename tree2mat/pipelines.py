@@ -40,6 +40,7 @@ import onnx
 
 from tree2mat import frontends
 from tree2mat.build import ConvertOptions, Progress, build_graph, checked, quiet, stamp
+from tree2mat.contract import CONTRACT, CONTRACT_KEY, LEAF_KEY, ROUTING_KEYS, TWIN_KEY
 from tree2mat.errors import OptionError, Tree2MatError, UnsupportedModelError, VerificationError, require
 from tree2mat.forms import DEFAULT_FORM, DEFAULT_OPSET, FORMS, MIN_OPSET, NEWEST_OPSET
 from tree2mat.forms._graph import all_nodes, sort_nodes
@@ -236,7 +237,7 @@ def _converter(scope: Any, operator: Any, container: Any) -> None:
 
     for node in graph.graph.node:
         container.nodes.append(renamed(node))
-    for key in ("tree2mat.leaf_tensor", "tree2mat.leaf_twin", "tree2mat.walk_rows_tensor", "tree2mat.walk_few_tensor"):
+    for key in (LEAF_KEY, TWIN_KEY, "tree2mat.walk_rows_tensor", "tree2mat.walk_few_tensor"):
         # where the step's tensors are in the whole graph (verify checks routing there, and
         # runs every one of traverse's walks)
         if operator.tree2mat_meta.get(key) in names:
@@ -431,8 +432,7 @@ def convert_pipeline(pipeline: Any, options: ConvertOptions, progress: Progress 
         "tree2mat.exact": str(int(all(FORMS[f].exact for f in forms))),
         **{key: value for step in steps for key, value in step.items() if key in ("tree2mat.auto", "tree2mat.matmul", "tree2mat.temperature", "tree2mat.target")},
         # verify checks the routing of the last step (it has scikit-learn's rows for it)
-        **({key: steps[-1][key] for key in ("tree2mat.leaf_tensor", "tree2mat.leaf_twin", "tree2mat.exit_layout") if key in steps[-1]}
-           if len(steps) == 1 else {}),
+        **({key: steps[-1][key] for key in ROUTING_KEYS if key in steps[-1]} if len(steps) == 1 else {CONTRACT_KEY: str(CONTRACT)}),
         # verify runs the steps' small batches' walks (traverse) on every row too
         **{key: ",".join(step[key] for step in steps if f"{walk}_tensor" in step)
            for walk in ("tree2mat.walk_rows", "tree2mat.walk_few") for key in (f"{walk}_tensor", walk, f"{walk}_max")

@@ -24,7 +24,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 import tree2mat
 from tree2mat import frontends
-from tree2mat.forms._layout import leaf_ids_of
+from tree2mat.contract import leaf_ids_of
 from tree2mat.ir import evaluate
 from tree2mat.ir.io import dumps
 from tree2mat.verify import CROSS_CHECK_ROWS, load_subject, synthesize

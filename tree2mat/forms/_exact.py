@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
+from tree2mat.contract import exit_metadata
 from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms import _heads, _layout
 from tree2mat.forms._graph import GraphBuilder, GraphOptions, tensor_info
@@ -235,7 +236,7 @@ def build(
 
     if isinstance(found, _layout.Exit):
         outs, dtype = tail(g, found)
-        metadata = {"tree2mat.leaf_tensor": found.index, "tree2mat.exit_layout": found.layout}
+        metadata = exit_metadata(found.index, found.exit_map, found.layout)
     else:  # the tail in every branch: the If writes the graph's outputs (see _layout.Walks)
         outer = g.branch("rest") if found.few is not None else g
         small, large = outer.branch("small"), outer.branch("large")
@@ -247,6 +248,8 @@ def build(
             exits.append(walk(b))
             outs, dtype = tail(b, exits[-1])
         exit = exits[-1]
+        # (one index tensor for every walk, so one map: the walks must agree on it)
+        assert all(e.layout == exit.layout and np.array_equal(e.order, exit.order) and np.array_equal(e.slots, exit.slots) for e in exits)
         index = g.fresh("exit_node")
         for (b, _), e in zip(walks, exits):
             b.renamed[index] = e.index
@@ -254,7 +257,7 @@ def build(
         written = [*outs, tensor_info(index, exit.index_dtype, [T, "N"])]
         outer.if_(found.cond, small, large, written)
         metadata = {
-            "tree2mat.leaf_tensor": index, "tree2mat.exit_layout": exit.layout,
+            **exit_metadata(index, exit.exit_map, exit.layout),
             "tree2mat.walk_rows_tensor": found.limit, "tree2mat.walk_rows": str(found.rows), "tree2mat.walk_rows_max": str(found.most),
         }
         if found.few is not None:

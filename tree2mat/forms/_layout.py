@@ -20,6 +20,7 @@ from typing import TypedDict
 import numpy as np
 import onnx
 
+from tree2mat.contract import EXIT_LEAVES, EXIT_MAPPED, ExitMap
 from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms import _digits
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
@@ -27,11 +28,6 @@ from tree2mat.forms._heads import Margin
 from tree2mat.ir.core import Aggregation, CategoryCodes, Comparison, Ensemble, Link, Projections
 from tree2mat.ir.limits import Declared
 from tree2mat.ir.thresholds import FLOAT32, compare_dtype, graph_categories, graph_thresholds
-
-#: How an exit index maps to leaf ids (``tree2mat.exit_layout`` in a graph's metadata):
-#: ``leaves``: it is the leaf ids, trees in order; ``layout``: through the form's exit layout
-#: (trees in another order, or positions that are not leaf ids; see :class:`Exit`).
-EXIT_LEAVES, EXIT_MAPPED = "leaves", "layout"
 
 
 @dataclass(frozen=True)
@@ -41,8 +37,8 @@ class Exit:
     tree's row of ``slots`` [T, S] (the leaf at each position). Leaf values are gathered by
     ``index`` from tables laid out so (see :meth:`per_slot`), with no reordering; the leaf ids
     themselves (:meth:`leaf_ids`) are computed only where the graph needs them (``--leaves``,
-    linear leaves): ``verify`` maps the index to leaf ids by the same layout
-    (:func:`leaf_ids_of`)."""
+    linear leaves): ``verify`` maps the index to leaf ids by the same layout, which the graph
+    carries (:attr:`exit_map`, :mod:`tree2mat.contract`)."""
 
     index: str
     order: np.ndarray  # int64 [T]
@@ -63,6 +59,10 @@ class Exit:
         position = np.empty_like(self.order)
         position[self.order] = np.arange(self.order.size)
         return position
+
+    @property
+    def exit_map(self) -> ExitMap:
+        return ExitMap(self.order, self.slots, self.index_dtype)
 
     @property
     def layout(self) -> str:
@@ -115,37 +115,6 @@ class FewWalk:
     rows: int
     most: int
     walk: Callable[[GraphBuilder], Exit]
-
-
-def leaf_ids_of(index: np.ndarray, order: np.ndarray, slots: np.ndarray) -> np.ndarray:
-    """:meth:`Exit.leaf_ids` in numpy, on the index a graph computed ([T, N]; -1 where a position
-    is out of range: a broken graph)."""
-    T, S = slots.shape
-    index = np.asarray(index)
-    if index.ndim != 2 or index.shape[0] != T:
-        raise ValueError(f"the exit index has shape {index.shape}, expected [{T}, N]")
-    # (one gather from the flat slots, tree order[r]'s row written straight to row order[r];
-    # positions out of range are rare, a broken graph: they alone go the slow way. Slots
-    # broadcast from one row (stride 0) are gathered from that row, never copied whole.)
-    out = np.empty(index.shape, slots.dtype)
-    shared = T > 0 and slots.strides[0] == 0
-    flat = slots[0] if shared else np.ascontiguousarray(slots).reshape(-1)
-    for r0 in range(0, T, _LEAF_ID_TREES):
-        part = index[r0:r0 + _LEAF_ID_TREES].astype(np.intp)
-        inside = (part >= 0) & (part < S) if part.size and (part.min() < 0 or part.max() >= S) else None
-        if inside is not None:
-            part = np.where(inside, part, 0)
-        if not shared:
-            part += (np.arange(r0, r0 + part.shape[0]) * S)[:, None]
-        ids = flat[part]  # (a new array: the -1s below never reach the slots)
-        if inside is not None:
-            ids = np.where(inside, ids, -1)
-        out[order[r0:r0 + part.shape[0]]] = ids
-    return out
-
-
-#: Trees :func:`leaf_ids_of` converts at a time (its temporaries stay in the processor's cache).
-_LEAF_ID_TREES = 64
 
 
 #: Largest dense constants a form builds. Beyond this the dense layout is impractical (memory and

@@ -73,8 +73,9 @@ class FormSpec:
     #: Element types its path-matching MatMul can run in (``--matmul``); exact forms only.
     matmul: tuple[str, ...] = ("float32",)
     #: Exact forms: ``exit_layout(ens, dtype)``, the ``(order, slots, index_dtype)`` of the exit
-    #: index of the graph of input ``dtype`` (see :class:`_layout.Exit`), by which ``verify``
-    #: reads it and maps it to leaf ids.
+    #: index of the graph of input ``dtype`` (see :class:`_layout.Exit`). A graph carries its own
+    #: (``tree2mat.exit_map``, :mod:`tree2mat.contract`); ``verify`` reads this only for a graph
+    #: written before that contract.
     exit_layout: Callable[[Ensemble, np.dtype], tuple[np.ndarray, np.ndarray, np.dtype]] | None = None
     #: Exact forms: the runtimes whose runs of its graphs the runtime matrix checks against the
     #: libraries (names of tree2mat.runtimes.RUNTIMES).
@@ -83,10 +84,6 @@ class FormSpec:
     #: opset on (none today; ``sign`` on webgpu-jsep until 2026-11-29, docs/runtimes.md). auto,
     #: ``--target`` and verify read it through :meth:`proven`.
     proven_from: tuple[OpsetFloor, ...] = ()
-    #: Exact forms whose graph may hold no exit index (``tree2mat.leaf_tensor``): ``leaf_twin(model)``
-    #: adds to ``model`` the exit leaves [T, N] (int64, trees in order) from what the graph itself
-    #: computes, and returns their name (``verify`` proves the routing by them).
-    leaf_twin: Callable[[onnx.ModelProto], str] | None = None
     #: onnxruntime's devices that run every operator of its graphs that touches rows (``cuda``:
     #: the CUDA provider has a kernel for each; ``bench --device cuda`` times only such graphs).
     devices: tuple[str, ...] = ("cpu", "cuda")

@@ -16,7 +16,8 @@ columns first (:func:`_columns`):
 
 Then, where the library sums in float64 and each leaf holds one value
 (:func:`sums_in_the_node`), ml opset 5's ``TreeEnsemble`` takes the columns as doubles and sums
-the leaf values itself (:func:`_summed`; ``verify`` proves its routing by :func:`leaf_twin`).
+the leaf values itself (:func:`_summed`; ``verify`` proves its routing by a copy of the node that writes leaf ids,
+:func:`tree2mat.contract.leaf_twin`).
 Elsewhere, ml opset 3's ``TreeEnsembleRegressor`` writes each tree's exit leaf number to a
 target of its own ([N, T], exact: small integers), and the values, sums and head are every
 exact form's (:func:`_exact.build`).
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from tree2mat.errors import ModelFileError
+from tree2mat.contract import TWIN_KEY
 from tree2mat.forms import _exact, _layout
 from tree2mat.forms._graph import ML5_MIN_OPSET, ML_DOMAIN, GraphBuilder, GraphOptions, prune
 from tree2mat.forms._spec import FormSpec
@@ -193,7 +194,7 @@ def ensemble_attributes(ens: Ensemble, st: _layout.Stacked, offset: dict[str, in
 def _summed(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
     """The graph whose node sums the leaf values (:func:`sums_in_the_node`): input columns as
     doubles (exact), the node's [N, K] sums, averaged and with the base score (MEAN), the head
-    in float64. Its routing is proven by :func:`leaf_twin`."""
+    in float64. Its routing is proven by :func:`tree2mat.contract.leaf_twin`."""
     st = _layout.stack(ens, opts.dtype)
     g = GraphBuilder(opts.opset)
     x = _layout.compared_input(g, ens, opts)
@@ -203,58 +204,7 @@ def _summed(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
     f64 = np.dtype(np.float64)
     total = g.op("TreeEnsemble", [columns], "te_sums", domain=ML_DOMAIN, **ensemble_attributes(ens, st, offset))
     margin = _layout.finish_sum(g, ens, st, total, f64, f64)
-    return _exact.finish(g, ens, margin, opts, f"tree2mat treeensemble form of {ens.source}", {"tree2mat.leaf_twin": total})
-
-
-def leaf_twin(model: onnx.ModelProto) -> str:
-    """Adds to ``model`` the exit leaves [T, N] (int64) of the graph whose ``TreeEnsemble`` sums
-    the leaf values (metadata ``tree2mat.leaf_twin``: its output), read from a copy of that node
-    whose leaves write their numbers, one target per tree: the same nodes on the same input, so
-    the same routing on the same runtime (``verify``'s proof); returns the tensor's name. Leaf j
-    of a tree is the j-th of the leaves its root reaches, by index (as :func:`ensemble_attributes`
-    numbers them). A node that is not such a forest (an index out of range, a node reached
-    twice: a file made to look like one) is a ModelFileError."""
-    name = {p.key: p.value for p in model.metadata_props}.get("tree2mat.leaf_twin")
-    node = next((n for n in model.graph.node if n.domain == ML_DOMAIN and n.op_type == "TreeEnsemble" and n.output[0] == name), None)
-    if node is None:
-        raise ModelFileError(f"the graph's tree2mat.leaf_twin names no TreeEnsemble node ({name!r})")
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    try:
-        branches = [(list(attrs[f"nodes_{s}nodeids"]), list(attrs[f"nodes_{s}leafs"])) for s in ("true", "false")]
-        roots, n_leaves = list(attrs["tree_roots"]), len(attrs["leaf_targetids"])
-    except KeyError as exc:
-        raise ModelFileError(f"the graph's TreeEnsemble node lacks {exc}") from None
-    n_nodes = len(branches[0][0])
-    if any(len(ids) != n_nodes or len(leafs) != n_nodes for ids, leafs in branches):
-        raise ModelFileError("the graph's TreeEnsemble node has node lists of different lengths")
-    tree_of, number = np.zeros(n_leaves, np.int64), np.zeros(n_leaves, np.float64)
-    seen = np.zeros(n_nodes, bool)
-    for t, root in enumerate(roots):
-        todo, reached = [root], set[int]()
-        while todo:
-            k = todo.pop()
-            if not 0 <= k < n_nodes or seen[k]:
-                raise ModelFileError(f"the graph's TreeEnsemble node is not a forest (tree {t} reaches node {k} twice or out of range)")
-            seen[k] = True
-            for ids, leafs in branches:
-                if leafs[k] and not 0 <= ids[k] < n_leaves:
-                    raise ModelFileError(f"the graph's TreeEnsemble node {k} names leaf {ids[k]}, out of range")
-                (reached.add if leafs[k] else todo.append)(ids[k])
-        for j, leaf in enumerate(sorted(reached)):
-            tree_of[leaf], number[leaf] = t, j
-    twin = onnx.NodeProto()
-    twin.CopyFrom(node)
-    twin.name, twin.output[0] = f"{node.name}_twin", f"{name}_twin"
-    replaced = {"n_targets": onnx.helper.make_attribute("n_targets", len(roots)),
-                "leaf_targetids": onnx.helper.make_attribute("leaf_targetids", tree_of.tolist()),
-                "leaf_weights": onnx.helper.make_attribute("leaf_weights", onnx.numpy_helper.from_array(number, "leaf_weights"))}
-    kept = [a for a in twin.attribute if a.name not in replaced]
-    del twin.attribute[:]
-    twin.attribute.extend([*kept, *replaced.values()])
-    ids = onnx.helper.make_node("Cast", [twin.output[0]], [f"{name}_twin_ids"], to=onnx.TensorProto.INT64)
-    leaves = onnx.helper.make_node("Transpose", [ids.output[0]], [f"{name}_twin_leaves"], perm=[1, 0])
-    model.graph.node.extend([twin, ids, leaves])
-    return leaves.output[0]
+    return _exact.finish(g, ens, margin, opts, f"tree2mat treeensemble form of {ens.source}", {TWIN_KEY: total})
 
 
 def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarray, np.ndarray, np.dtype]:
@@ -265,7 +215,7 @@ def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarra
 
 #: The node's attributes live in the graph itself, which protobuf caps at 2 GiB (external data
 #: holds initializers only); the leaf values besides, and ``verify`` adds a copy of the node
-#: (:func:`leaf_twin`).
+#: (:func:`tree2mat.contract.leaf_twin`).
 MAX_NODE_BYTES = 2**29
 
 
@@ -345,6 +295,5 @@ FORM = FormSpec(
     cost_takes_options=True,
     exit_layout=exit_layout,
     proven_on=PROVEN_ON,
-    leaf_twin=leaf_twin,
     devices=("cpu",),  # (onnxruntime's CUDA provider has no TreeEnsemble kernel: the CPU runs it)
 )

@@ -163,11 +163,11 @@ def verify(
     source, kinds = _rows_source(subject, data, in_dtype, rows, seed, header, category_codes, columns)
     meta = _metadata(onx)
     _check_kind(meta, subject)
-    onx_run, leaf_ids, leaf_tensor = _with_leaf_output(onx, subject.ens, in_dtype)
+    onx_run, leaf_ids, leaf_tensor, unread = _with_leaf_output(onx, subject.ens, in_dtype)
     chunk, data_rows = _chunk_rows(meta, subject)
     # (a graph that walks small batches another way: every row every way, one report line each)
     graphs, walk_note = walks(onx_run, chunk)
-    notes = _notes(meta, subject, leaf_ids is not None, walk_note)
+    notes = _notes(meta, subject, unread or (None if leaf_ids is not None else _NO_ROUTING), walk_note)
     if off_cuda is not None:
         notes.append(f"not run on cuda: {off_cuda.removeprefix('--device cuda: ')}")
     if (elsewhere := _target_elsewhere(meta, runtime, devices)) is not None:
@@ -369,9 +369,13 @@ def _below_proven_opset(onx: onnx.ModelProto, meta: dict[str, str], runtime: str
     )
 
 
-def _notes(meta: dict[str, str], subject: Subject, routing: bool, walk_note: str | None) -> list[str]:
+#: The note of a graph that exposes no exit index.
+_NO_ROUTING = "the graph exposes no tree2mat leaf ids: routing checked through outputs only"
+
+
+def _notes(meta: dict[str, str], subject: Subject, unrouted: str | None, walk_note: str | None) -> list[str]:
     """The report's notes: what the comparison is (an approximation, a pipeline, the reference
-    evaluator), routing unchecked, the walks unforced."""
+    evaluator), routing unchecked (``unrouted``: why), the walks unforced."""
     notes = []
     if meta.get("tree2mat.exact") == "0":
         notes.append(
@@ -387,8 +391,8 @@ def _notes(meta: dict[str, str], subject: Subject, routing: bool, walk_note: str
             "an attention forest: compared with tree2mat.attention's predict (float64); routing exactly, values "
             "within the rounding of the graph's softmax (by default atol x (1 + the row's smallest softmax argument): docs/attention.md)"
         )
-    if not routing:
-        notes.append("the graph exposes no tree2mat leaf ids: routing checked through outputs only")
+    if unrouted:
+        notes.append(unrouted)
     if walk_note:
         notes.append(walk_note)
     return notes

@@ -14,9 +14,24 @@ from typing import Any
 import numpy as np
 import onnx
 
+from tree2mat.contract import (
+    CONTRACT,
+    CONTRACT_KEY,
+    DIGEST_KEY,
+    EXIT_LEAVES,
+    EXIT_MAPPED,
+    LAYOUT_KEY,
+    LEAF_KEY,
+    MAP_KEY,
+    TWIN_KEY,
+    ExitMap,
+    ir_digest,
+    leaf_twin,
+    max_positions,
+    read_exit_map,
+)
 from tree2mat.errors import DeviceUnavailableError, GraphTimeoutError, ModelFileError, OptionError, VerificationError
 from tree2mat.forms import FORMS
-from tree2mat.forms._layout import EXIT_LEAVES, leaf_ids_of
 from tree2mat.ir.core import Ensemble
 from tree2mat.onnx_io import needs_external_data
 from tree2mat.runtimes import RUNTIMES
@@ -120,45 +135,80 @@ def _metadata(model: onnx.ModelProto) -> dict[str, str]:
 
 
 def _leaf_tensor(model: onnx.ModelProto) -> str | None:
-    return _metadata(model).get("tree2mat.leaf_tensor")
+    return _metadata(model).get(LEAF_KEY)
 
 
 #: ``leaves(index) -> leaf ids [N, T]``: a graph's exit index [T, N] as leaf ids.
 LeafIds = Callable[[np.ndarray], np.ndarray]
 
 
-def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble, dtype: np.dtype) -> tuple[onnx.ModelProto, LeafIds | None, str]:
+def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble, dtype: np.dtype) -> tuple[onnx.ModelProto, LeafIds | None, str, str | None]:
     """A copy of ``model`` that also outputs the exit index, when tree2mat wrote it for a model
-    of this many trees, how to read leaf ids off it (``tree2mat.exit_layout``: the index is the
-    leaf ids, or positions of the form's exit layout; see :class:`tree2mat.forms._layout.Exit`),
-    and the index's name. A graph whose form proves its routing by a twin (``tree2mat.leaf_twin``,
-    :attr:`FormSpec.leaf_twin`: the node that sums, copied to write leaf ids) gets the twin."""
+    of this many trees, how to read leaf ids off it (the contract the graph carries,
+    :mod:`tree2mat.contract`), and the index's name; a graph that proves its routing by a twin
+    (``tree2mat.leaf_twin``: its ``TreeEnsemble`` node that sums, copied to write leaf ids) gets
+    the twin. And why routing is not read off the graph, where tree2mat wrote an index it cannot
+    read (None where the graph has none: the report says so)."""
     meta = _metadata(model)
-    if meta.get("tree2mat.n_trees") != str(ens.n_trees):
-        return model, None, ""
-    form = FORMS.get(meta.get("tree2mat.form", ""))
-    leaf = meta.get("tree2mat.leaf_tensor", "")
-    twin = form.leaf_twin if form is not None and not leaf and meta.get("tree2mat.leaf_twin") else None
-    if not leaf and twin is None:
-        return model, None, ""
+    leaf, twin = meta.get(LEAF_KEY, ""), bool(meta.get(TWIN_KEY)) and not meta.get(LEAF_KEY)
+    if meta.get("tree2mat.n_trees") != str(ens.n_trees) or (not leaf and not twin):
+        return model, None, "", None
+    read = _exit_map(meta, ens, dtype)
+    if isinstance(read, str):
+        return model, None, "", read
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    if twin is not None:
-        leaf = twin(out)  # (the exit leaves from a copy of the node that sums: the same routing)
+    if twin:
+        leaf = leaf_twin(out)  # (the exit leaves from a copy of the node that sums: the same routing)
     if leaf not in {o for n in out.graph.node for o in n.output}:
-        return model, None, ""
-    if meta.get("tree2mat.exit_layout", EXIT_LEAVES) == EXIT_LEAVES:
+        return model, None, "", None
+    if read is None:
         leaves: LeafIds = lambda index: np.asarray(index).T  # noqa: E731
         elem = onnx.TensorProto.INT64
     else:
-        if form is None or form.exit_layout is None:
-            return model, None, ""
-        order, slots, index_dtype = form.exit_layout(ens, dtype)
-        leaves = lambda index: leaf_ids_of(index, order, slots).T  # noqa: E731
-        elem = onnx.helper.np_dtype_to_tensor_dtype(index_dtype)
+        leaves = lambda index: read.leaf_ids(index).T  # noqa: E731
+        elem = onnx.helper.np_dtype_to_tensor_dtype(read.index_dtype)
     if leaf not in {o.name for o in out.graph.output}:
         out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, elem, [ens.n_trees, "N"]))
-    return out, leaves, leaf
+    return out, leaves, leaf, None
+
+
+def _exit_map(meta: dict[str, str], ens: Ensemble, dtype: np.dtype) -> ExitMap | None | str:
+    """The graph's exit map (None: the exit index is the leaf ids, trees in order), or why the
+    index cannot be read (routing is then checked through the outputs only). A contract graph's
+    own map (a malformed one is a ModelFileError: tree2mat writes none); a graph from before the
+    contract, this release's layout of its form."""
+    version = meta.get(CONTRACT_KEY)
+    if version is None:
+        return _legacy_exit_map(meta, ens, dtype)
+    if version != str(CONTRACT):
+        return (f"the graph carries tree2mat's graph contract {version!r}, which this tree2mat (contract {CONTRACT}) does not read: "
+                "routing checked through outputs only (verify with the tree2mat that wrote it, or a newer one)")
+    if meta.get(DIGEST_KEY) != ir_digest(ens):
+        return ("the graph's trees (tree2mat.ir_digest) are not the trees tree2mat reads from the model: a graph of another model, "
+                "or written by a tree2mat that read the model otherwise; routing checked through outputs only")
+    layout = meta.get(LAYOUT_KEY, EXIT_LEAVES)
+    if layout == EXIT_LEAVES:  # (a twin's leaves too: trees in order)
+        return None
+    if layout != EXIT_MAPPED:
+        raise ModelFileError(f"the graph's {LAYOUT_KEY} is {layout!r}, neither {EXIT_LEAVES!r} nor {EXIT_MAPPED!r}")
+    try:
+        return read_exit_map(meta[MAP_KEY], ens.n_trees, max_positions(ens))
+    except KeyError:
+        raise ModelFileError(f"the graph's {LAYOUT_KEY} is {EXIT_MAPPED!r} but it carries no {MAP_KEY}") from None
+    except ValueError as exc:
+        raise ModelFileError(f"the graph's {exc}") from None
+
+
+def _legacy_exit_map(meta: dict[str, str], ens: Ensemble, dtype: np.dtype) -> ExitMap | None | str:
+    """A graph written before tree2mat's graph contract (tree2mat 0.1.0 before 2026-11-29): its
+    exit map is this release's layout of its form, as verify read it then."""
+    if meta.get(LAYOUT_KEY, EXIT_LEAVES) == EXIT_LEAVES:
+        return None
+    form = FORMS.get(meta.get("tree2mat.form", ""))
+    if form is None or form.exit_layout is None:
+        return "the graph names no exact form of this tree2mat to read its exit index by: routing checked through outputs only"
+    return ExitMap(*form.exit_layout(ens, dtype))
 
 
 def _load_onnx(onnx_model_or_path: Any) -> tuple[onnx.ModelProto, str]:
