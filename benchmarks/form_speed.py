@@ -26,7 +26,7 @@ import numpy as np
 import onnxruntime as ort
 
 import tree2mat
-from tree2mat.forms import FORMS, _exact, _graph, _layout, auto, traverse, treeensemble
+from tree2mat.forms import FORMS, _exact, _graph, _stack, auto, traverse, treeensemble
 
 
 def models(seed: int):
@@ -109,7 +109,7 @@ def main() -> int:
         else:
             model.fit(X, y)
         ens = tree2mat.load(model)
-        T, I, L = _layout.padded_sizes(ens)
+        T, I, L = _stack.padded_sizes(ens)
         depth = ens.max_depth()
         nodes, products = _exact.padded_work(ens)
         entry = {"model": name, "T": T, "I": I, "L": L, "depth": depth, "levels": traverse.tree_levels(ens),

@@ -80,7 +80,8 @@ ROWS = np.asarray([[0.0], [1.0]], np.float32)  # left leaves, right leaves
 
 
 def _last_step(ens: Ensemble) -> float:
-    from tree2mat.forms._layout import digit_plan, stack
+    from tree2mat.forms._stack import stack
+    from tree2mat.forms._sums import digit_plan
 
     return 2.0 ** digit_plan(ens, stack(ens, np.dtype(np.float32))).exponents[-1]
 

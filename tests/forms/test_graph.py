@@ -20,7 +20,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 import tree2mat
 from tree2mat.errors import OptionError, UnsupportedModelError
-from tree2mat.forms import DEFAULT_OPSET, MIN_OPSET, NEWEST_OPSET, _layout
+from tree2mat.forms import DEFAULT_OPSET, MIN_OPSET, NEWEST_OPSET, _stack
 from tree2mat.verify import run_graph, synthesize
 
 from conftest import assert_matches, assert_standard_graph, run_onnx
@@ -121,7 +121,7 @@ def test_float64_graph_tells_float64_neighbours_apart():
 
 
 def test_oversized_dense_layout_is_refused(monkeypatch):
-    monkeypatch.setattr(_layout, "MAX_INITIALIZER_BYTES", 10_000)
+    monkeypatch.setattr(_stack, "MAX_INITIALIZER_BYTES", 10_000)
     model = RandomForestClassifier(n_estimators=5, random_state=0).fit(XB, YB)
     with pytest.raises(UnsupportedModelError, match="dense sign layout needs .* GiB .*--form traverse.*max_depth"):
         tree2mat.convert(model, form="sign")

@@ -300,7 +300,7 @@ def test_the_floor_is_below_every_form(tmp_path):
     its graph (so the early refusal refuses nothing a form could build), at 1 and 10 000 rows."""
     import tree2mat
     from tree2mat.forms import FORMS
-    from tree2mat.forms._layout import floor_bytes
+    from tree2mat.forms._stack import floor_bytes
     from tree2mat.ir.limits import Declared
 
     for what, model in _models().items():

@@ -28,7 +28,7 @@ from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingClas
 import tree2mat
 from tree2mat.cli import main
 from tree2mat.forms import DEFAULT_OPSET
-from tree2mat.forms._layout import BF16_MAX
+from tree2mat.forms._nodes import BF16_MAX
 from tree2mat.forms._spec import ALL_RUNTIMES
 from tree2mat.runtimes import RUNTIMES, WEBGPU_IMPORTS
 from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
@@ -179,7 +179,7 @@ def test_leaves_graphs_give_the_reference_evaluator_s_leaves_on_every_runtime(fo
     """A ``--leaves`` graph's own ``leaves`` output [N, T] is the reference evaluator's ``apply``
     on every row (verify compares it), the forest's exits mapped to leaf ids in the graph (three
     size groups, the walks' node ids). IREE 3.13 refused every such graph while the leaf ids were
-    gathered before the trees were put in order (_layout.Exit.leaf_ids)."""
+    gathered before the trees were put in order (_exit.Exit.leaf_ids)."""
     needs(runtime)
     name = "RandomForestClassifier"
     onx = tree2mat.convert(fitted(name), form, leaves=True)
@@ -524,7 +524,7 @@ def zero_split_booster() -> tuple[xgb.XGBClassifier, np.ndarray]:
 
 @pytest.mark.parametrize(("form", "runtime"), PROVEN + [(form, "onnxruntime") for form in EXACT])
 def test_an_xgboost_split_at_zero_sends_zero_where_xgboost_does_on_every_runtime(form, runtime):
-    """Such a node is compared scaled (``_layout.UPSCALED``): before, IREE, OpenVINO and WebGPU,
+    """Such a node is compared scaled (``_nodes.UPSCALED``): before, IREE, OpenVINO and WebGPU,
     which read the subnormal threshold as -0, sent x = 0 left (14 of 570 synthesized rows on
     IREE, 8 on OpenVINO, 2026-11-29)."""
     needs(runtime)
@@ -552,7 +552,7 @@ def test_catboost_graphs_route_exactly_on_every_runtime(kind, form, runtime):
     """Each exact form's graph of a CatBoost classifier on every runtime against CatBoost's own
     predict / predict_proba: rows at and beside every border, NaN (routed per nan_mode), +-inf.
     OpenVINO at its default (bfloat16 on CPUs that have it) included: it clamps a constant past
-    bfloat16's range, so CatBoost's -+FLT_MAX borders are compared halved (_layout.HALVED);
+    bfloat16's range, so CatBoost's -+FLT_MAX borders are compared halved (_nodes.HALVED);
     before that, 31 of 2 150 rows at x = -FLT_MAX went right on every form (2026-11-25)."""
     needs(runtime)
     model = catboost_model(kind)

@@ -30,9 +30,9 @@ from tree2mat.attention import FAR, AttentionForest
 from tree2mat.build import DTYPES, ConvertOptions, Progress, build_graph, quiet, stamp
 from tree2mat.errors import OptionError, UnsupportedModelError
 from tree2mat.forms import auto
+from tree2mat.forms._exit import Exit
 from tree2mat.forms._graph import ONNX_TYPE, GraphBuilder, tensor_info
 from tree2mat.forms._heads import label_dtype
-from tree2mat.forms._layout import Exit
 
 
 def constant_bytes(forest: AttentionForest, dtype: np.dtype = np.dtype(np.float32)) -> int:

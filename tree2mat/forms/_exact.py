@@ -10,17 +10,17 @@ import onnx
 
 from tree2mat.contract import exit_metadata
 from tree2mat.errors import UnsupportedModelError
-from tree2mat.forms import _heads, _layout
+from tree2mat.forms import _exit, _heads, _nodes, _stack, _sums
 from tree2mat.forms._graph import GraphBuilder, GraphOptions, tensor_info
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec, OpsetFloor
 from tree2mat.ir.core import Ensemble, Tree
 
 #: ``exit_leaf(g, ens, st, x, opts)``: from the compared input ``x`` to where the rows exit
-#: (:class:`_layout.Exit`), or two ways to find it, chosen per batch (:class:`_layout.Walks`).
-ExitLeaf = Callable[[GraphBuilder, Ensemble, _layout.Stacked, _layout.Compared, GraphOptions], "_layout.Exit | _layout.Walks"]
+#: (:class:`_exit.Exit`), or two ways to find it, chosen per batch (:class:`_exit.Walks`).
+ExitLeaf = Callable[[GraphBuilder, Ensemble, _stack.Stacked, _nodes.Compared, GraphOptions], "_exit.Exit | _exit.Walks"]
 
 
-def padded_matrices(ens: Ensemble, st: _layout.Stacked, matrix: Callable) -> np.ndarray:
+def padded_matrices(ens: Ensemble, st: _stack.Stacked, matrix: Callable) -> np.ndarray:
     """A per-tree [L, I] matrix of the papers stacked, float32 [T, L, I]; padding leaves and
     padding nodes get 0."""
     out = np.zeros((st.n_trees, st.n_leaves, st.n_internal), np.float32)
@@ -33,17 +33,17 @@ def dense_constant_bytes(ens: Ensemble) -> int:
     """Bytes of a dense form's large constants (the float32 matrices of the size groups, see
     :func:`padded_work`, and the leaf values: up to four float32 digits, or float64), without
     building them."""
-    T, I, L = _layout.padded_sizes(ens)
+    T, I, L = _stack.padded_sizes(ens)
     return padded_work(ens)[1] * 4 + T * L * ens.n_outputs * 16
 
 
 def dense_bytes_per_row(ens: Ensemble) -> int:
     """Runtime memory per input row of a dense form's largest intermediates: per node its value,
     test bits and MatMul operand, per leaf its score (12 bytes per node and leaf, a bound)."""
-    return padded_work(ens)[0] * 12 + ens.n_trees * ens.n_outputs * 8 + _layout.input_bytes_per_row(ens)
+    return padded_work(ens)[0] * 12 + ens.n_trees * ens.n_outputs * 8 + _stack.input_bytes_per_row(ens)
 
 
-def trees_first(g: GraphBuilder, st: _layout.Stacked, bits: str, hint: str) -> str:
+def trees_first(g: GraphBuilder, st: _stack.Stacked, bits: str, hint: str) -> str:
     """A per-node tensor [N, T * I] as [T, N, I] (one matrix per tree for a batched MatMul)."""
     shape = g.const(np.asarray([0, st.n_trees, st.n_internal], np.int64), f"{hint}_shape")
     return g.op("Transpose", [g.op("Reshape", [bits, shape], f"{hint}_rows")], f"{hint}_trees", perm=[1, 0, 2])
@@ -131,9 +131,9 @@ TreeScores = Callable[[Tree], tuple[np.ndarray, np.ndarray]]
 
 
 def exit_by_scores(
-    g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, tree_scores: TreeScores, pad_bias: float,
+    g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, tree_scores: TreeScores, pad_bias: float,
     matmul: str, hint: str,
-) -> _layout.Exit:
+) -> _exit.Exit:
     """The exit leaf [T, N] (int64) of a matrix form: per tree the first maximum over the leaves
     of ``matrix r + bias`` (``tree_scores``), where r [I, N] is 1 where the row goes right at the
     node, else 0; padding leaves score ``pad_bias``, padding nodes are columns of 0. The MatMul
@@ -142,13 +142,13 @@ def exit_by_scores(
 
     Trees of similar size are padded together (:func:`padded_groups`): one batched MatMul per
     group, [T_g, L_g, I_g] x [T_g, I_g, N], not every tree padded to the largest. Without a bias,
-    r is the tests (:func:`_layout.test_bits`) with the swap nodes' negated (one ``Xor``). With
+    r is the tests (:func:`_nodes.test_bits`) with the swap nodes' negated (one ``Xor``). With
     one, r = 1 - test at swap nodes is folded into the constants (those columns negated, their
     sum added to the bias), and the bias becomes a last column of the matrix against an
     always-true row of r: no ``Add`` over the [T, L, N] scores. int8 runs int8 x int8 (the one
     MatMulInteger the CUDA provider has; onnxruntime's CPU is faster at u8 x s8, but a graph must
     run everywhere)."""
-    tests = _layout.node_tests(ens, st)
+    tests = _nodes.node_tests(ens, st)
     groups = []
     for trees, n_nodes, n_leaves in padded_groups(ens):
         m = np.zeros((trees.size, n_leaves, n_nodes), np.float32)
@@ -174,7 +174,7 @@ def exit_by_scores(
             f"--matmul {matmul} holds integers up to {MATMUL_DTYPES[matmul]} exactly; this model's "
             f"path sums reach {bound}; use --matmul float32 or int8"
         )
-    bits = _layout.test_bits(g, ens, st, x, tests, [(trees, n) for trees, n, *_ in groups], right=not with_bias, ones=with_bias)
+    bits = _nodes.test_bits(g, ens, st, x, tests, [(trees, n) for trees, n, *_ in groups], right=not with_bias, ones=with_bias)
     leaves = []
     for k, ((_, _, m, _), r) in enumerate(zip(groups, bits)):
         name = f"{hint}{k}"
@@ -201,13 +201,13 @@ def exit_by_scores(
         leaves.append(g.op("Squeeze", [exit, g.const(np.arange(k, dtype=np.int64), f"{name}_exit_axes")], f"{name}_exit") if k else exit)
     # The groups' trees in their order: leaf values are laid out so, no reordering.
     index = leaves[0] if len(leaves) == 1 else g.op("Concat", leaves, "exit_grouped", axis=0)
-    return _layout.Exit(index, *exit_layout(ens))
+    return _exit.Exit(index, *exit_layout(ens))
 
 
 def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarray, np.ndarray, np.dtype]:
-    """The matrix forms' exit (see :class:`_layout.Exit`): leaf ids (int64, ArgMax's), the trees
+    """The matrix forms' exit (see :class:`_exit.Exit`): leaf ids (int64, ArgMax's), the trees
     in their size groups' order (:func:`padded_groups`); the same for every input ``dtype``."""
-    T, _, L = _layout.padded_sizes(ens)
+    T, _, L = _stack.padded_sizes(ens)
     order = np.concatenate([trees for trees, *_ in padded_groups(ens)]).astype(np.int64)
     return order, np.broadcast_to(np.arange(L, dtype=np.int64), (T, L)), np.dtype(np.int64)
 
@@ -215,29 +215,29 @@ def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarra
 def build(
     ens: Ensemble, opts: GraphOptions, name: str, exit_leaf: ExitLeaf,
     constant_bytes: Callable[[Ensemble], int] = dense_constant_bytes, layout: str = "dense",
-    constant_limit: int | None = None, size_hint: str = _layout.DENSE_SIZE_HINT,
+    constant_limit: int | None = None, size_hint: str = _stack.DENSE_SIZE_HINT,
 ) -> onnx.ModelProto:
-    _layout.check_size(f"{layout} {name} layout", constant_bytes(ens), constant_limit, size_hint)
-    st = _layout.stack(ens, opts.dtype)
+    _stack.check_size(f"{layout} {name} layout", constant_bytes(ens), constant_limit, size_hint)
+    st = _stack.stack(ens, opts.dtype)
     g = GraphBuilder(opts.opset)
-    x = _layout.compared_input(g, ens, opts)
+    x = _nodes.compared_input(g, ens, opts)
     found = exit_leaf(g, ens, st, x, opts)
-    internal = _layout.internal_dtype(ens, opts)
+    internal = _sums.internal_dtype(ens, opts)
 
-    def tail(b: GraphBuilder, exit: _layout.Exit) -> tuple[list[onnx.ValueInfoProto], np.dtype]:
+    def tail(b: GraphBuilder, exit: _exit.Exit) -> tuple[list[onnx.ValueInfoProto], np.dtype]:
         if opts.head is not None:  # another model's head on the leaves (no leaf values, no margin)
             outs = opts.head(b, exit)
             if opts.leaves:
-                _layout.leaves_output(b, exit)
+                _exit.leaves_output(b, exit)
                 outs.append(tensor_info("leaves", np.int64, ["N", ens.n_trees]))
             return outs, opts.dtype
-        m = _layout.leaf_margin(b, ens, st, exit, x, internal)
+        m = _sums.leaf_margin(b, ens, st, exit, x, internal)
         return outputs(b, ens, m, opts, exit if opts.leaves else None), np.dtype(m.dtype)
 
-    if isinstance(found, _layout.Exit):
+    if isinstance(found, _exit.Exit):
         outs, dtype = tail(g, found)
         metadata = exit_metadata(found.index, found.exit_map, found.layout)
-    else:  # the tail in every branch: the If writes the graph's outputs (see _layout.Walks)
+    else:  # the tail in every branch: the If writes the graph's outputs (see _exit.Walks)
         outer = g.branch("rest") if found.few is not None else g
         small, large = outer.branch("small"), outer.branch("large")
         walks = [(small, found.small), (large, found.large)]
@@ -267,12 +267,12 @@ def build(
     return model(g, ens, outs, dtype, opts, f"tree2mat {name} form of {ens.source}", metadata)
 
 
-def outputs(g: GraphBuilder, ens: Ensemble, m: _heads.Margin, opts: GraphOptions, exit: _layout.Exit | None = None) -> list[onnx.ValueInfoProto]:
+def outputs(g: GraphBuilder, ens: Ensemble, m: _heads.Margin, opts: GraphOptions, exit: _exit.Exit | None = None) -> list[onnx.ValueInfoProto]:
     """Every form's tail: from the margin ``m`` to the graph contract's outputs (and, given the
     ``exit``, the ``leaves`` output); their value infos."""
     outs = _heads.emit(g, ens, m, opts)
     if exit is not None:
-        _layout.leaves_output(g, exit)
+        _exit.leaves_output(g, exit)
         outs.append(tensor_info("leaves", np.int64, ["N", ens.n_trees]))
     return outs
 
@@ -289,7 +289,7 @@ def model(
 
 def finish(
     g: GraphBuilder, ens: Ensemble, m: _heads.Margin, opts: GraphOptions, doc: str,
-    metadata: dict[str, str] | None = None, exit: _layout.Exit | None = None,
+    metadata: dict[str, str] | None = None, exit: _exit.Exit | None = None,
 ) -> onnx.ModelProto:
     """From the margin ``m`` to the model (:func:`outputs`, :func:`model`)."""
     return model(g, ens, outputs(g, ens, m, opts, exit), np.dtype(m.dtype), opts, doc, metadata)

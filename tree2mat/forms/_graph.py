@@ -67,7 +67,7 @@ class GraphOptions:
     #: exact matrix forms only: element type of the path-matching MatMul (float32, float16, int8).
     matmul: str = "float32"
     #: exact forms only: a head in place of the model's, ``head(g, exit)`` from where the rows
-    #: exit (a ``tree2mat.forms._layout.Exit``: its index and layout) to the value infos of the
+    #: exit (a ``tree2mat.forms._exit.Exit``: its index and layout) to the value infos of the
     #: outputs it wrote (in every branch of a form that walks two ways); e.g. tree2mat.attention's.
     head: Callable[[GraphBuilder, Any], list[onnx.ValueInfoProto]] | None = None
     #: The newest ai.onnx.ml version the graph may import (a skl2onnx pipeline's graph: 3, the

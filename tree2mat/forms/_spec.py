@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from tree2mat.forms import _layout
+from tree2mat.forms import _stack
 from tree2mat.forms._graph import GraphOptions
 from tree2mat.ir.core import Ensemble
 
@@ -23,7 +23,7 @@ ALL_RUNTIMES = ("onnxruntime", "reference", "openvino", "tract", "iree", "onnxru
 def dense_constant_limit() -> int:
     """The largest constants of a form whose matrices are dense [T, I, L] (impractical long
     before protobuf's limit)."""
-    return _layout.MAX_INITIALIZER_BYTES
+    return _stack.MAX_INITIALIZER_BYTES
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class FormSpec:
     #: Element types its path-matching MatMul can run in (``--matmul``); exact forms only.
     matmul: tuple[str, ...] = ("float32",)
     #: Exact forms: ``exit_layout(ens, dtype)``, the ``(order, slots, index_dtype)`` of the exit
-    #: index of the graph of input ``dtype`` (see :class:`_layout.Exit`). A graph carries its own
+    #: index of the graph of input ``dtype`` (see :class:`_exit.Exit`). A graph carries its own
     #: (``tree2mat.exit_map``, :mod:`tree2mat.contract`); ``verify`` reads this only for a graph
     #: written before that contract.
     exit_layout: Callable[[Ensemble, np.dtype], tuple[np.ndarray, np.ndarray, np.dtype]] | None = None

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tree2mat.errors import OptionError, UnsupportedModelError
-from tree2mat.forms import FORMS, FormSpec, _layout
+from tree2mat.forms import FORMS, FormSpec, _stack
 from tree2mat.forms._graph import GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES
 from tree2mat.ir import limits
@@ -203,12 +203,12 @@ def choose(
 def declared_check(max_memory: int, rows: int = BUDGET_ROWS, budget: str = "--max-memory") -> Callable[[Declared, str], None]:
     """The check a model's declared sizes pass before they are read into the IR
     (:func:`tree2mat.ir.limits.checking`): reading it within half this machine's memory, and the
-    least any form's graph needs for ``rows`` rows (:func:`tree2mat.forms._layout.floor_bytes`)
+    least any form's graph needs for ``rows`` rows (:func:`tree2mat.forms._stack.floor_bytes`)
     within ``max_memory`` (as messages name it: ``budget``)."""
 
     def check(sizes: Declared, name: str) -> None:
         limits.check_reading(sizes, name)
-        least = _layout.floor_bytes(sizes, rows)
+        least = _stack.floor_bytes(sizes, rows)
         if least > max_memory:
             raise UnsupportedModelError(
                 f"{name}: declares {sizes.describe()}: any graph of it needs at least {gib(least)} for {rows} "

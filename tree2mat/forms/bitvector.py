@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from tree2mat.forms import _exact, _layout
+from tree2mat.forms import _exact, _exit, _nodes, _stack
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.ir.core import Ensemble, Tree
 from tree2mat.ir.matrices import bitvector_matrix
@@ -28,7 +28,7 @@ def bitvector_scores(tree: Tree) -> tuple[np.ndarray, np.ndarray]:
     return q, np.zeros(q.shape[0], np.float32)
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit:
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, opts: GraphOptions) -> _exit.Exit:
     return _exact.exit_by_scores(g, ens, st, x, bitvector_scores, 0.0, opts.matmul, "bitvector")
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from tree2mat.forms import _exact, _layout, traverse
+from tree2mat.forms import _exact, _exit, _nodes, _stack, traverse
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
 from tree2mat.ir.core import Ensemble
@@ -147,11 +147,11 @@ def block_depth(ens: Ensemble) -> int:
     return min(DEPTHS, key=lambda k: (stages(ens, k) * (STAGE_US + PER_CELL_US * ens.n_trees * (2**k - 1)), k))
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit:
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, opts: GraphOptions) -> _exit.Exit:
     """The stages (see the module doc), rows x trees; the exit: the node reached [T, N], in the
     node table's layout."""
     tab = traverse.node_table(ens, st)
-    xa = _layout.augmented_input(g, ens, st, x, tab.blocks)
+    xa = _nodes.augmented_input(g, ens, st, x, tab.blocks)
     bl = blocks(tab, block_depth(ens))
     T, P = tab.column.shape
     K = 2**bl.k - 1
@@ -176,7 +176,7 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     # (every row ends at a leaf row B + j, j < the leaves: the node of leaf j in its tree)
     leaf = g.op("Sub", [here, g.const(np.int64(bl.n_blocks), "block_leaf_rows")], "block_exit_leaf")
     node = g.op("Gather", [g.const(bl.leaf_node, "block_leaf_node"), leaf], "block_exit_node", axis=0)
-    return _layout.Exit(g.op("Transpose", [node], "exit_node_sorted", perm=[1, 0]), tab.order, tab.leaf, np.dtype(np.int64))
+    return _exit.Exit(g.op("Transpose", [node], "exit_node_sorted", perm=[1, 0]), tab.order, tab.leaf, np.dtype(np.int64))
 
 
 def exit_layout(ens: Ensemble, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.dtype]:
@@ -196,7 +196,7 @@ def constant_bytes(ens: Ensemble) -> int:
     """The block tables: a row per block (at most one per internal node) and per leaf, 2^k
     cells a row (column int32, threshold up to 8 bytes, after int64; a bound), and the leaf
     values per node (up to four float32 digits, or float64)."""
-    T, I, _ = _layout.padded_sizes(ens)
+    T, I, _ = _stack.padded_sizes(ens)
     rows = sum(t.n_internal + t.n_leaves for t in ens.trees)
     return rows * 2 ** block_depth(ens) * 20 + T * (2 * I + 1) * ens.n_outputs * 16
 
@@ -204,10 +204,10 @@ def constant_bytes(ens: Ensemble) -> int:
 def bytes_per_row(ens: Ensemble) -> int:
     """Per tree, a stage's cells (columns, values, thresholds, tests, bits: 2^k - 1 each), their
     products with the template (2^k (2^k - 1)) and scores (2^k), the exit and its leaf values (K
-    of them: :func:`tree2mat.forms._layout.exit_values_bytes_per_row`); the augmented input."""
+    of them: :func:`tree2mat.forms._stack.exit_values_bytes_per_row`); the augmented input."""
     k = block_depth(ens)
     cells = ens.n_trees * ((2**k - 1) * 32 + 2**k * (2**k - 1) * 4 + 2**k * 4 + 48)
-    return cells + _layout.exit_values_bytes_per_row(ens) + _layout.input_bytes_per_row(ens)
+    return cells + _stack.exit_values_bytes_per_row(ens) + _stack.input_bytes_per_row(ens)
 
 
 def us_per_row(ens: Ensemble) -> float:

@@ -26,7 +26,7 @@ import dataclasses
 import numpy as np
 import onnx
 
-from tree2mat.forms import _exact, _layout, sign
+from tree2mat.forms import _exact, _exit, _nodes, _stack, sign
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
 from tree2mat.ir.core import Ensemble, Tree
@@ -74,7 +74,7 @@ def _subset(ens: Ensemble, trees: np.ndarray) -> Ensemble:
 
 
 def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarray, np.ndarray, np.dtype]:
-    """The exit index's layout (:class:`_layout.Exit`): the oblivious trees first, in order, then
+    """The exit index's layout (:class:`_exit.Exit`): the oblivious trees first, in order, then
     the others in the sign form's order; positions are leaf ids (-1 past a tree's leaves); int32
     (tract 0.23 takes a float ``Cast`` to int64 for a shape tensor and cannot return it:
     "Unsupported DatumType in the public API TDim")."""
@@ -88,12 +88,12 @@ def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarra
     return order, slots, np.dtype(np.int32)
 
 
-def _levels_exit(g: GraphBuilder, ens: Ensemble, x: _layout.Compared, opts: GraphOptions) -> str:
+def _levels_exit(g: GraphBuilder, ens: Ensemble, x: _nodes.Compared, opts: GraphOptions) -> str:
     """The oblivious trees' exit leaves [T_o, N] (int32): per tree and level the test of the
-    level's node (:func:`_layout.node_tests`: one ``value > threshold`` on a NaN-free column,
+    level's node (:func:`_nodes.node_tests`: one ``value > threshold`` on a NaN-free column,
     negated at swap nodes), then the bits times the powers of two, summed over the levels."""
-    st = _layout.stack(ens, opts.dtype)
-    tests = _layout.node_tests(ens, st)
+    st = _stack.stack(ens, opts.dtype)
+    tests = _nodes.node_tests(ens, st)
     levels = [oblivious_levels(t) for t in ens.trees]
     T, D = ens.n_trees, max(1, max(lv.size for lv in levels if lv is not None))
     # Per tree and level its node (padding levels: node 0, weight 0); as [T * D] rows.
@@ -104,7 +104,7 @@ def _levels_exit(g: GraphBuilder, ens: Ensemble, x: _layout.Compared, opts: Grap
         node[t, : lv.size] = lv
         power[t, : lv.size, 0] = 2.0 ** np.arange(lv.size - 1, -1, -1)
     rows = (np.arange(T)[:, None], node)
-    xa = _layout.augmented_input(g, ens, st, x, tests.blocks)
+    xa = _nodes.augmented_input(g, ens, st, x, tests.blocks)
     columns = g.op("Transpose", [xa], "x_columns", perm=[1, 0])
     values = g.op("Gather", [columns, g.const(tests.column[rows].reshape(-1), "level_column")], "level_values", axis=0)
     holds = g.op("Greater", [values, g.const(tests.threshold[rows].reshape(-1, 1), "level_threshold")], "level_test")
@@ -117,17 +117,17 @@ def _levels_exit(g: GraphBuilder, ens: Ensemble, x: _layout.Compared, opts: Grap
     return g.op("Cast", [flat], "level_exit", to=onnx.TensorProto.INT32)
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit:
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, opts: GraphOptions) -> _exit.Exit:
     levelled, other = split(ens)
     parts = []
     if levelled.size:
         parts.append(_levels_exit(g, _subset(ens, levelled), x, opts))
     if other.size:
         sub = _subset(ens, other)
-        scores = sign.exit_leaf(g, sub, _layout.stack(sub, opts.dtype), x, opts).index
+        scores = sign.exit_leaf(g, sub, _stack.stack(sub, opts.dtype), x, opts).index
         parts.append(g.op("Cast", [scores], "score_exit32", to=onnx.TensorProto.INT32))
     index = parts[0] if len(parts) == 1 else g.op("Concat", parts, "exit_levels_and_scores", axis=0)
-    return _layout.Exit(index, *exit_layout(ens))
+    return _exit.Exit(index, *exit_layout(ens))
 
 
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
@@ -148,7 +148,7 @@ def bytes_per_row(ens: Ensemble) -> int:
     and values, and the sign form's intermediates of the trees that are not oblivious."""
     _, other, levels = _parts(ens)
     rest = _exact.dense_bytes_per_row(_subset(ens, other)) if other.size else 0
-    return levels * 13 + ens.n_trees * (8 + ens.n_outputs * 8) + _layout.input_bytes_per_row(ens) + rest
+    return levels * 13 + ens.n_trees * (8 + ens.n_outputs * 8) + _stack.input_bytes_per_row(ens) + rest
 
 
 #: Cost model, microseconds per level and per tree; the trees that are not oblivious at the sign

@@ -13,13 +13,13 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from tree2mat.forms import _exact, _layout
+from tree2mat.forms import _exact, _exit, _nodes, _stack
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.ir.core import Ensemble, Tree
 from tree2mat.ir.matrices import template_matrix
 
 
-def template_tensors(ens: Ensemble, st: _layout.Stacked) -> tuple[np.ndarray, np.ndarray]:
+def template_tensors(ens: Ensemble, st: _stack.Stacked) -> tuple[np.ndarray, np.ndarray]:
     """B stacked, float32 [T, L, I], and the depths [T, L] (the soft forms' padded layout);
     padding leaves get depth 1 and an all-zero row, so their score (-1) is never the maximum (0)."""
     b = _exact.padded_matrices(ens, st, template_matrix)
@@ -36,7 +36,7 @@ def template_scores(tree: Tree) -> tuple[np.ndarray, np.ndarray]:
     return 2 * b, -(b.sum(axis=1) + np.count_nonzero(b, axis=1))
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit:
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, opts: GraphOptions) -> _exit.Exit:
     return _exact.exit_by_scores(g, ens, st, x, template_scores, -1.0, opts.matmul, "template")
 
 

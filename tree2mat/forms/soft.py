@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 
 from tree2mat.errors import UnsupportedModelError
-from tree2mat.forms import _exact, _layout, sign
+from tree2mat.forms import _exact, _nodes, _stack, _sums, sign
 from tree2mat.forms._graph import GraphBuilder, GraphOptions, softplus
 from tree2mat.forms._spec import FormSpec
 from tree2mat.ir.core import Ensemble
@@ -64,14 +64,14 @@ def half_gaps(threshold: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(t64), np.maximum(half.astype(t.dtype), tiny), 0).astype(t.dtype)
 
 
-def node_logits(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, x_cmp: _layout.Compared, tau: float) -> str:
+def node_logits(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, x_cmp: _nodes.Compared, tau: float) -> str:
     """[N, T * I] (the internal dtype, that of ``x``; computed node-major): per node ``(t' - x + h) / tau`` clipped to
     +-LOGIT_CAP; +-CAP where the value is missing (by where it goes), at categorical nodes (their
     codes are taken from ``x_cmp``, the input in the compare dtype) and at infinite thresholds
     (t' = +inf: every value goes left; -inf: only -inf does)."""
     flat = st.n_trees * st.n_internal
     dt = x.dtype.type
-    gathered, missing = _layout.node_values(g, st, x)
+    gathered, missing = _nodes.node_values(g, st, x)
     t = st.threshold.reshape(flat)
     finite = np.isfinite(t)
     diff = g.op("Sub", [g.const(np.where(finite, t, 0).astype(x.dtype)[:, None], "threshold_soft"), gathered], "t_minus_x")
@@ -88,18 +88,18 @@ def node_logits(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.
     fill = np.where(st.nan_left.reshape(flat), cap, -cap).astype(x.dtype)[:, None]
     logit = g.op("Where", [missing, g.const(fill, "missing_logit"), logit], "logit_numeric")
     if st.cat_position.size:
-        cat = g.op("Where", [_layout.categorical_left(g, ens, st, x_cmp), g.const(cap, "cat_logit_left"),
+        cat = g.op("Where", [_nodes.categorical_left(g, ens, st, x_cmp), g.const(cap, "cat_logit_left"),
                              g.const(-cap, "cat_logit_right")], "cat_logit")
-        logit = _layout.merge_categorical(g, st, logit, cat, "logit")
+        logit = _nodes.merge_categorical(g, st, logit, cat, "logit")
     return g.op("Transpose", [logit], "logit_rows", perm=[1, 0])
 
 
-def _padding(ens: Ensemble, st: _layout.Stacked) -> np.ndarray:
+def _padding(ens: Ensemble, st: _stack.Stacked) -> np.ndarray:
     """Bool [T, 1, L]: the leaves that only pad a tree to L."""
     return np.arange(st.n_leaves)[None, None, :] >= np.asarray([t.n_leaves for t in ens.trees])[:, None, None]
 
 
-def soft_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str, dtype: np.dtype) -> str:
+def soft_weights(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, logit: str, dtype: np.dtype) -> str:
     """Leaf probabilities [T, N, L]: products of sigmoids along each path."""
     bt = sign.template_tensors(ens, st)[0].transpose(0, 2, 1)  # [T, I, L]
     left, right = np.where(bt < 0, 1.0, 0.0), np.where(bt > 0, 1.0, 0.0)
@@ -113,7 +113,7 @@ def soft_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str
     return g.op("Exp", [log_p], "leaf_weights")
 
 
-def softmax_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: str, tau: float, dtype: np.dtype) -> str:
+def softmax_weights(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, logit: str, tau: float, dtype: np.dtype) -> str:
     """Leaf weights [T, N, L]: softmax over the leaves of (B tanh(-logit) - depth) / tau."""
     b, depth = sign.template_tensors(ens, st)
     bt, depth = b.transpose(0, 2, 1), depth[:, None, :]  # [T, I, L], [T, 1, L]
@@ -128,13 +128,13 @@ def softmax_weights(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, logit: 
 
 def constant_bytes(ens: Ensemble) -> int:
     """Bytes of the float64 path matrix [T, 2I, L] and leaf values."""
-    T, I, L = _layout.padded_sizes(ens)
+    T, I, L = _stack.padded_sizes(ens)
     return T * 2 * I * L * 8 + T * L * ens.n_outputs * 8
 
 
 def bytes_per_row(ens: Ensemble) -> int:
-    T, I, L = _layout.padded_sizes(ens)
-    return T * (I * 8 * 10 + L * 8 * 4 + ens.n_outputs * 8) + _layout.input_bytes_per_row(ens)
+    T, I, L = _stack.padded_sizes(ens)
+    return T * (I * 8 * 10 + L * 8 * 4 + ens.n_outputs * 8) + _stack.input_bytes_per_row(ens)
 
 
 def _build(ens: Ensemble, opts: GraphOptions, name: str) -> onnx.ModelProto:
@@ -142,20 +142,20 @@ def _build(ens: Ensemble, opts: GraphOptions, name: str) -> onnx.ModelProto:
         raise UnsupportedModelError(f"the {name} form does not support linear leaves (LightGBM linear_tree); use an exact form")
     if opts.leaves:
         raise UnsupportedModelError(f"--leaves needs an exact form: the {name} form has no exit leaf")
-    _layout.check_size(f"dense {name} layout", constant_bytes(ens))
+    _stack.check_size(f"dense {name} layout", constant_bytes(ens))
     tau = DEFAULT_TEMPERATURE if opts.temperature is None else opts.temperature
-    st = _layout.stack(ens, opts.dtype)
+    st = _stack.stack(ens, opts.dtype)
     g = GraphBuilder(opts.opset)
     # Exact forms compare in the library's dtype (sklearn: float32 even for float64 input); the
     # soft forms take the input as given, so that the graph is smooth in it (a float32 cast
     # would make it a staircase). Categorical codes still use the library's dtype.
-    internal = _layout.internal_dtype(ens, opts)
-    x = _layout.compared_input(g, ens, opts, dtype=internal)
-    x_cmp = x if st.threshold.dtype == internal or not st.cat_position.size else _layout.compared_input(g, ens, opts)
+    internal = _sums.internal_dtype(ens, opts)
+    x = _nodes.compared_input(g, ens, opts, dtype=internal)
+    x_cmp = x if st.threshold.dtype == internal or not st.cat_position.size else _nodes.compared_input(g, ens, opts)
     logit = node_logits(g, ens, st, x, x_cmp, tau)
     weights = soft_weights(g, ens, st, logit, internal) if name == "soft" else softmax_weights(g, ens, st, logit, tau, internal)
     doc = f"tree2mat {name} form of {ens.source} at temperature {tau:g} (an approximation: exact only as the temperature goes to 0)"
-    margin = _layout.weighted_margin(g, ens, st, weights, internal)
+    margin = _sums.weighted_margin(g, ens, st, weights, internal)
     return _exact.finish(g, ens, margin, opts, doc, {"tree2mat.temperature": repr(float(tau))})
 
 

@@ -4,7 +4,7 @@ Instead of testing every node against every leaf (the matrix forms' T x I x L), 
 each tree from the root, one level per step, all trees at once (:func:`exit_leaf`). Every node
 is one test ``value > threshold`` on a column of an augmented input, routing exactly as the
 matrix forms (same thresholds, NaN directions, zero band, missing-type Zero, categorical codes;
-:func:`_layout.node_tests` says how), and the next node is ``first + (value > threshold)``. A leaf
+:func:`_nodes.node_tests` says how), and the next node is ``first + (value > threshold)``. A leaf
 points at itself. Constants grow with the nodes, runtime memory per row with the trees, work
 with the summed depths: deep random forests and large LightGBM models fit.
 """
@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from tree2mat.errors import UnsupportedModelError
-from tree2mat.forms import _exact, _layout
+from tree2mat.forms import _exact, _exit, _nodes, _stack
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
 from tree2mat.ir.core import Ensemble
@@ -30,7 +30,7 @@ class NodeTable:
     of a node are neighbours: ``first`` (where a row goes when the node's test is false) and
     ``first + 1`` (where ``value > threshold``). Per node [T, P]: the ``column`` of the augmented
     input it reads, its ``threshold`` and ``first``; ``leaf``: each leaf node's leaf index.
-    A leaf points at itself and holds a test that never holds (``_layout.NEVER``), so a row that
+    A leaf points at itself and holds a test that never holds (``_nodes.NEVER``), so a row that
     reached it stays there."""
 
     column: np.ndarray  # int32 [T, P]
@@ -54,11 +54,11 @@ def table_nodes(ens: Ensemble) -> int:
     return max(2 * t.n_internal + 1 for t in ens.trees)
 
 
-def node_table(ens: Ensemble, st: _layout.Stacked) -> NodeTable:
-    """Each node's test (:func:`_layout.node_tests`) at its breadth-first place; a swap node's
+def node_table(ens: Ensemble, st: _stack.Stacked) -> NodeTable:
+    """Each node's test (:func:`_nodes.node_tests`) at its breadth-first place; a swap node's
     children change places, so that ``value > threshold`` leads to ``first + 1`` everywhere."""
-    never, never_threshold = _layout.NEVER
-    tests = _layout.node_tests(ens, st, extra=(never,))
+    never, never_threshold = _nodes.NEVER
+    tests = _nodes.node_tests(ens, st, extra=(never,))
     T = st.n_trees
     P = table_nodes(ens)
     column = np.full((T, P), tests.offset[never], np.int32)
@@ -165,19 +165,19 @@ class _Tables:
     global_first: str
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit | _layout.Walks:
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, opts: GraphOptions) -> _exit.Exit | _exit.Walks:
     """Rows walk every tree level by level, all trees at once (the exit: the node reached, trees
-    deepest first, see :class:`_layout.Exit`); each step reads a node's column, threshold and
+    deepest first, see :class:`_exit.Exit`); each step reads a node's column, threshold and
     ``first`` and moves to ``first + (value > threshold)``. A tree of depth 1 is one step; deeper
-    trees, two or three walks of the same tables (:class:`_layout.Walks`): up to :func:`flat_rows`
+    trees, two or three walks of the same tables (:class:`_exit.Walks`): up to :func:`flat_rows`
     rows, :func:`_walk_flat` (few operators, nothing copied: at a few rows the operators' overhead
     is the time); above, :func:`_walk_wide` (operators a runtime spreads over its threads); and
     where :func:`decided_rows` says so, the fewest rows :func:`_walk_decided` (every node's test
     at once, then one operator a level)."""
     tab = node_table(ens, st)
-    xa = _layout.augmented_input(g, ens, st, x, tab.blocks)
+    xa = _nodes.augmented_input(g, ens, st, x, tab.blocks)
     if tab.depth[0] <= 1:
-        return _layout.Exit(_root_level(g, tab, xa)[1], tab.order, tab.leaf, INDEX_DTYPE)
+        return _exit.Exit(_root_level(g, tab, xa)[1], tab.order, tab.leaf, INDEX_DTYPE)
     T, P = tab.column.shape
     if -(-T // MAX_REPLICAS) * MAX_REPLICAS * P > 2**31 - 1:  # (the walks' ids are int32; the wide walk pads the trees)
         raise UnsupportedModelError(f"the node table has {T * P} nodes, past int32's range; train with fewer trees or leaves")
@@ -191,14 +191,14 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Co
     few = None
     if fewest := decided_rows(T, P, int(tab.depth[0]), tree_levels(ens), tab.width):
         few_limit = g.const(np.asarray([fewest], np.int64), "decided_rows")
-        few = _layout.FewWalk(
+        few = _exit.FewWalk(
             g.op("LessOrEqual", [rows, few_limit], "decided_batch"), few_limit, fewest, decided_rows_max(T, P),
-            lambda b: _layout.Exit(_walk_decided(g, b, tab, xa, rows, tables), tab.order, tab.leaf, INDEX_DTYPE),
+            lambda b: _exit.Exit(_walk_decided(g, b, tab, xa, rows, tables), tab.order, tab.leaf, INDEX_DTYPE),
         )
-    return _layout.Walks(
+    return _exit.Walks(
         small, limit, most, flat_rows_max(tab.width),
-        lambda b: _layout.Exit(_walk_flat(g, b, tab, xa, tables, cuts(tab.depth)), tab.order, tab.leaf, INDEX_DTYPE),
-        lambda b: _layout.Exit(_walk_wide(g, b, tab, xa, rows, tables), tab.order, tab.leaf, INDEX_DTYPE),
+        lambda b: _exit.Exit(_walk_flat(g, b, tab, xa, tables, cuts(tab.depth)), tab.order, tab.leaf, INDEX_DTYPE),
+        lambda b: _exit.Exit(_walk_wide(g, b, tab, xa, rows, tables), tab.order, tab.leaf, INDEX_DTYPE),
         few,
     )
 
@@ -408,9 +408,9 @@ def _walk_flat(
 
 def exit_layout(ens: Ensemble, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.dtype]:
     """The walk's exit for a graph of input ``dtype`` (which nodes swap children depends on the
-    thresholds in the compare dtype; see :class:`_layout.Exit`): the node reached, trees deepest
+    thresholds in the compare dtype; see :class:`_exit.Exit`): the node reached, trees deepest
     first; -1 where a node is no leaf (a row there has not finished: a broken graph)."""
-    tab = node_table(ens, _layout.stack(ens, np.dtype(dtype)))
+    tab = node_table(ens, _stack.stack(ens, np.dtype(dtype)))
     return tab.order, tab.leaf, INDEX_DTYPE
 
 
@@ -426,7 +426,7 @@ def constant_bytes(ens: Ensemble) -> int:
     walk's reshaped tables, the wide walk's padded ones: a table each, a bound), the wide walk's
     copies (:func:`replicas`: at most REPLICA_BYTES, or one), and the leaf values per node (up to
     four float32 digits, or float64)."""
-    T, I, L = _layout.padded_sizes(ens)
+    T, I, L = _stack.padded_sizes(ens)
     table = (T + MAX_REPLICAS) * (2 * I + 1) * (4 + 4 + 8)
     return 4 * table + max(table, min(MAX_REPLICAS * table, REPLICA_BYTES)) + T * (2 * I + 1) * ens.n_outputs * 16
 
@@ -435,7 +435,7 @@ def bytes_per_row(ens: Ensemble) -> int:
     """Per tree, the few [T, N] tensors of one level (alive one level at a time), the exit index
     and values (and their indices with several outputs); the augmented input and its transpose
     (a few blocks of the features, a bound)."""
-    return ens.n_trees * (48 + 8) + _layout.exit_values_bytes_per_row(ens) + 6 * ens.n_columns * 8 + _layout.input_bytes_per_row(ens)
+    return ens.n_trees * (48 + 8) + _stack.exit_values_bytes_per_row(ens) + 6 * ens.n_columns * 8 + _stack.input_bytes_per_row(ens)
 
 
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
@@ -458,7 +458,7 @@ def constant_limit() -> int:
 PER_LEVEL_US, PER_TREE_US = 0.00324, 0.00192
 
 
-tree_levels = _layout.tree_levels
+tree_levels = _stack.tree_levels
 
 
 def us_per_row(ens: Ensemble) -> float:

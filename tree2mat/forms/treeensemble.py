@@ -2,16 +2,16 @@
 
 The runtimes that have the operator (onnxruntime on every platform, the reference evaluator)
 walk the trees in one fused kernel, where the other forms spend several operators a level. The
-nodes are tree2mat's own: thresholds ``x <= t'`` (:func:`_layout.stack`, exact for the library's
+nodes are tree2mat's own: thresholds ``x <= t'`` (:func:`_stack.stack`, exact for the library's
 ``<`` or ``<=`` at the dtype it compares in), NaN where the library sends it
 (``nodes_missing_value_tracks_true``); what the operator cannot say is said in its input
 columns first (:func:`_columns`):
 
 - the library's own missing value, and LightGBM's zero band, by the input preparation every
-  form shares (:func:`_layout.compared_input`), the missing cells then NaN;
+  form shares (:func:`_nodes.compared_input`), the missing cells then NaN;
 - LightGBM's missing-type-Zero nodes read a copy of their column with 0 as NaN;
 - categorical nodes read a column of their own, 0 where the node sends the row left and 1 where
-  right (:func:`_layout.categorical_left`, the other forms' categories), against 0.5;
+  right (:func:`_nodes.categorical_left`, the other forms' categories), against 0.5;
 - oblique nodes read the projections the input preparation appends.
 
 Then, where the library sums in float64 and each leaf holds one value
@@ -31,7 +31,7 @@ import numpy as np
 import onnx
 
 from tree2mat.contract import TWIN_KEY
-from tree2mat.forms import _exact, _layout
+from tree2mat.forms import _exact, _exit, _nodes, _stack, _sums
 from tree2mat.forms._graph import ML5_MIN_OPSET, ML_DOMAIN, GraphBuilder, GraphOptions, prune
 from tree2mat.forms._spec import FormSpec
 from tree2mat.ir.core import Ensemble, Task
@@ -41,7 +41,7 @@ from tree2mat.ir.core import Ensemble, Task
 PROVEN_ON = ("onnxruntime", "reference", "onnxruntime-node", "onnxruntime-web")
 
 
-def _columns(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared) -> tuple[str, dict[str, int]]:
+def _columns(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared) -> tuple[str, dict[str, int]]:
     """The node's input [N, C] (compare dtype): the compared columns with missing cells NaN, then
     per zero-missing column the same with 0 as NaN, then per categorical node its direction (0:
     left, 1: right); and the first column of each block."""
@@ -54,14 +54,14 @@ def _columns(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Com
         blocks.append(g.op("Where", [zero, g.const(x.dtype.type(np.nan), "te_nan"), value], "te_zero_nan"))
         offset["w"], width = width, width + ens.n_columns
     if st.cat_position.size:
-        right = g.op("Not", [_layout.categorical_left(g, ens, st, x)], "te_cat_right")  # [M, N]
+        right = g.op("Not", [_nodes.categorical_left(g, ens, st, x)], "te_cat_right")  # [M, N]
         rows = g.op("Transpose", [right], "te_cat_rows", perm=[1, 0])
         blocks.append(g.op("Cast", [rows], "te_cat", to=onnx.helper.np_dtype_to_tensor_dtype(x.dtype)))
         offset["cat"] = width
     return (blocks[0] if len(blocks) == 1 else g.op("Concat", blocks, "te_input", axis=1)), offset
 
 
-def node_tests(ens: Ensemble, st: _layout.Stacked, offset: dict[str, int]) -> list[tuple[list[int], list[float], list[int]]]:
+def node_tests(ens: Ensemble, st: _stack.Stacked, offset: dict[str, int]) -> list[tuple[list[int], list[float], list[int]]]:
     """Per tree, each internal node's input column, threshold (``x <= t'``: the true branch, left)
     and whether NaN takes the true branch (a categorical node reads its own column against 0.5,
     never NaN)."""
@@ -84,7 +84,7 @@ def node_tests(ens: Ensemble, st: _layout.Stacked, offset: dict[str, int]) -> li
     return out
 
 
-def node_attributes(ens: Ensemble, st: _layout.Stacked, offset: dict[str, int]) -> dict[str, Any]:
+def node_attributes(ens: Ensemble, st: _stack.Stacked, offset: dict[str, int]) -> dict[str, Any]:
     """The ``TreeEnsembleRegressor``'s attributes: tree t's internal nodes numbered as the IR's,
     its leaf j as node ``I_t + j``, writing j to target t."""
     ids, tree_ids, features, modes, values, true_ids, false_ids, tracks = [], [], [], [], [], [], [], []
@@ -119,12 +119,12 @@ def node_attributes(ens: Ensemble, st: _layout.Stacked, offset: dict[str, int]) 
     return out
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _layout.Stacked, x: _layout.Compared, opts: GraphOptions) -> _layout.Exit:
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, opts: GraphOptions) -> _exit.Exit:
     """Each tree's exit leaf [T, N] (int64, leaf ids) from one ``TreeEnsembleRegressor``."""
     columns, offset = _columns(g, ens, st, x)
     leaves = g.op("TreeEnsembleRegressor", [columns], "te_leaves", domain=ML_DOMAIN, **node_attributes(ens, st, offset))
     index = g.op("Transpose", [g.op("Cast", [leaves], "te_leaf_ids", to=onnx.TensorProto.INT64)], "exit_leaf", perm=[1, 0])
-    return _layout.Exit(index, *exit_layout(ens))
+    return _exit.Exit(index, *exit_layout(ens))
 
 
 def sums_in_the_node(ens: Ensemble, opts: GraphOptions) -> bool:
@@ -135,15 +135,15 @@ def sums_in_the_node(ens: Ensemble, opts: GraphOptions) -> bool:
     return (
         opts.opset >= ML5_MIN_OPSET and opts.ml_opset >= 5 and not opts.leaves and opts.head is None
         and np.dtype(ens.accumulate_dtype) == np.float64 and not any(t.is_linear for t in ens.trees)
-        and (ens.n_outputs == 1 or _layout.one_class_per_tree(ens))
+        and (ens.n_outputs == 1 or _stack.one_class_per_tree(ens))
     )
 
 
-def ensemble_attributes(ens: Ensemble, st: _layout.Stacked, offset: dict[str, int]) -> dict[str, Any]:
+def ensemble_attributes(ens: Ensemble, st: _stack.Stacked, offset: dict[str, int]) -> dict[str, Any]:
     """The ``TreeEnsemble``'s attributes: tree t's internal node i at ``base_t + i``, its leaf j
     at ``P + leaf_base_t + j`` (P: the number of nodes; the first P leaves are never reached)
     holding its value for its output (the base score folded into each output's first tree
-    where the trees are summed, :func:`_layout.stack`). No node and leaf share an index:
+    where the trees are summed, :func:`_stack.stack`). No node and leaf share an index:
     onnxruntime before 1.2x took a root whose two children had one index for a leaf, whatever
     their leaf flags (onnxruntime issue 24679). A tree of one leaf is a node ``x <= +inf``, NaN
     true, whose true branch is the leaf and whose false branch, never taken, a copy of it: onnx
@@ -195,21 +195,21 @@ def _summed(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
     """The graph whose node sums the leaf values (:func:`sums_in_the_node`): input columns as
     doubles (exact), the node's [N, K] sums, averaged and with the base score (MEAN), the head
     in float64. Its routing is proven by :func:`tree2mat.contract.leaf_twin`."""
-    st = _layout.stack(ens, opts.dtype)
+    st = _stack.stack(ens, opts.dtype)
     g = GraphBuilder(opts.opset)
-    x = _layout.compared_input(g, ens, opts)
+    x = _nodes.compared_input(g, ens, opts)
     columns, offset = _columns(g, ens, st, x)
     if x.dtype != np.float64:
         columns = g.op("Cast", [columns], "te_input_f64", to=onnx.TensorProto.DOUBLE)
     f64 = np.dtype(np.float64)
     total = g.op("TreeEnsemble", [columns], "te_sums", domain=ML_DOMAIN, **ensemble_attributes(ens, st, offset))
-    margin = _layout.finish_sum(g, ens, st, total, f64, f64)
+    margin = _sums.finish_sum(g, ens, st, total, f64, f64)
     return _exact.finish(g, ens, margin, opts, f"tree2mat treeensemble form of {ens.source}", {TWIN_KEY: total})
 
 
 def exit_layout(ens: Ensemble, dtype: np.dtype | None = None) -> tuple[np.ndarray, np.ndarray, np.dtype]:
     """The exit is the leaf ids, trees in order."""
-    T, _, L = _layout.padded_sizes(ens)
+    T, _, L = _stack.padded_sizes(ens)
     return np.arange(T, dtype=np.int64), np.broadcast_to(np.arange(L, dtype=np.int64), (T, L)), np.dtype(np.int64)
 
 
@@ -226,7 +226,7 @@ def constant_limit() -> int:
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
     hint = "use --form traverse (its constants can be stored as external data), or train with fewer trees or leaves"
     if sums_in_the_node(ens, opts):
-        _layout.check_size("node treeensemble layout", constant_bytes(ens), constant_limit(), hint)
+        _stack.check_size("node treeensemble layout", constant_bytes(ens), constant_limit(), hint)
         model = _summed(ens, opts)
     else:
         model = _exact.build(ens, opts, "treeensemble", exit_leaf, constant_bytes, layout="node", constant_limit=constant_limit(), size_hint=hint)
@@ -237,7 +237,7 @@ def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
 def constant_bytes(ens: Ensemble) -> int:
     """The node's attributes (about 64 bytes a node) and the leaf values (up to four float32
     digits, or float64)."""
-    T, _, L = _layout.padded_sizes(ens)
+    T, _, L = _stack.padded_sizes(ens)
     nodes = sum(2 * t.n_internal + 1 for t in ens.trees)
     return nodes * 64 + T * L * ens.n_outputs * 16
 
@@ -246,7 +246,7 @@ def bytes_per_row(ens: Ensemble) -> int:
     """Per row: the node's input (the columns twice with zero-missing nodes, and one per
     categorical node) and its [T] output, the leaf ids and each tree's values."""
     columns = 2 * ens.n_columns + sum(t.cat_nodes.size for t in ens.trees)
-    return columns * 8 + ens.n_trees * (4 + 8 + 8 * ens.n_outputs) + _layout.input_bytes_per_row(ens)
+    return columns * 8 + ens.n_trees * (4 + 8 + 8 * ens.n_outputs) + _stack.input_bytes_per_row(ens)
 
 
 #: Cost model per row (microseconds; ``benchmarks/form_speed.py --forms treeensemble,traverse
@@ -266,8 +266,8 @@ CALL_US, CLASSIFIER_CALL_US, CALL_PER_LEVEL_US, CALL_PER_LEAF_NUMBER_TREE_US, CA
 def _sizes(ens: Ensemble, opts: GraphOptions | None) -> tuple[bool, int, int]:
     """(whether the node sums under ``opts``, None: the defaults; tree levels; nodes of the
     padded trees)."""
-    T, I, _ = _layout.padded_sizes(ens)
-    return sums_in_the_node(ens, opts or GraphOptions()), _layout.tree_levels(ens), T * I
+    T, I, _ = _stack.padded_sizes(ens)
+    return sums_in_the_node(ens, opts or GraphOptions()), _stack.tree_levels(ens), T * I
 
 
 def us_per_row(ens: Ensemble, opts: GraphOptions | None = None) -> float:

@@ -7,7 +7,7 @@ text whose categorical splits name a million categories each; an 8 MB IR file wi
 outputs). Each reader sums what it read into a :class:`Declared` and hands it to
 :func:`declare` before it allocates; the command that reads (``convert``, ``verify``, ...)
 installs the check, with :func:`checking`, that weighs it against its memory budget (what the
-forms need at least: ``tree2mat.forms._layout.floor_bytes``). Outside such a block nothing is
+forms need at least: ``tree2mat.forms._stack.floor_bytes``). Outside such a block nothing is
 checked here.
 """
 

@@ -1,0 +1,105 @@
+"""The exit, what an exact form's third pass finds: where every row ends in every tree
+(:class:`Exit`, its layout, the leaf ids it maps to), and the ways of finding it per batch size
+(:class:`Walks`, :class:`FewWalk`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tree2mat.contract import EXIT_LEAVES, EXIT_MAPPED, ExitMap
+from tree2mat.forms._graph import GraphBuilder
+
+
+@dataclass(frozen=True)
+class Exit:
+    """Where every row ends in every tree, as an exact form finds it: ``index`` [T, N] (int64,
+    or int32: ``index_dtype``), its row r for tree ``order[r]``, holding positions in that
+    tree's row of ``slots`` [T, S] (the leaf at each position). Leaf values are gathered by
+    ``index`` from tables laid out so (see :meth:`per_slot`), with no reordering; the leaf ids
+    themselves (:meth:`leaf_ids`) are computed only where the graph needs them (``--leaves``,
+    linear leaves): ``verify`` maps the index to leaf ids by the same layout, which the graph
+    carries (:attr:`exit_map`, :mod:`tree2mat.contract`)."""
+
+    index: str
+    order: np.ndarray  # int64 [T]
+    slots: np.ndarray  # int64 [T, S] (-1: a position that is no leaf)
+    index_dtype: np.dtype = np.dtype(np.int64)
+
+    def per_slot(self, table: np.ndarray, n_leaves: int) -> np.ndarray:
+        """A [T * L, K] table of per-leaf rows (:class:`Stacked`'s layout) as [T, S, K] rows of
+        ``index``'s trees and positions (0 at positions that are no leaf)."""
+        per_tree = table.reshape(-1, n_leaves, table.shape[1])
+        out = per_tree[self.order[:, None], np.maximum(self.slots, 0)]
+        out[self.slots < 0] = 0
+        return out
+
+    @property
+    def position(self) -> np.ndarray:
+        """int64 [T]: each ensemble tree's row of ``index`` (the inverse of ``order``)."""
+        position = np.empty_like(self.order)
+        position[self.order] = np.arange(self.order.size)
+        return position
+
+    @property
+    def exit_map(self) -> ExitMap:
+        return ExitMap(self.order, self.slots, self.index_dtype)
+
+    @property
+    def layout(self) -> str:
+        """:data:`EXIT_LEAVES` where the index is the leaf ids, trees in order; else :data:`EXIT_MAPPED`."""
+        T, S = self.slots.shape
+        same = np.array_equal(self.order, np.arange(T)) and np.array_equal(self.slots, np.broadcast_to(np.arange(S), (T, S)))
+        return EXIT_LEAVES if same and self.index_dtype == np.int64 else EXIT_MAPPED
+
+    def leaf_ids(self, g: GraphBuilder, name: str | None = None) -> str:
+        """The leaf ids [T, N] int64, trees in the ensemble's order (``name``: the tensor's)."""
+        if self.layout == EXIT_LEAVES:
+            return self.index if name is None else g.op("Identity", [self.index], out=name)
+        # The index's rows put in tree order first, then the leaf at each position (the slots
+        # reordered alike). Gathering the leaves first and their rows after, IREE 3.13 fused the
+        # two gathers into one dispatch and refused it ("expected no unbounded stack allocations").
+        index = g.op("Gather", [self.index, g.const(self.position, "tree_position")], "exit_in_tree_order", axis=0)
+        return g.op("GatherElements", [g.const(self.slots[self.position], "node_leaf"), index], "leaf_ids", out=name, axis=1)
+
+
+@dataclass(frozen=True)
+class Walks:
+    """Two or three ways a form finds the exit, chosen per batch by an ``If`` on its rows:
+    ``small`` (``If`` true: the batch has at most ``rows``, the [1] int64 constant ``limit``,
+    rows) or ``large``; each builds its :class:`Exit` in the branch builder it is given.
+    ``few``: a third walk for the fewest rows, taken first (an outer ``If`` whose other branch
+    holds the ``If`` above), or None. Everything after the exit is built in every branch, so the
+    ``If`` writes the graph's outputs (OpenVINO 2026.4 misreads a tensor an ``If`` computes and
+    the graph reads on). ``small`` takes at most ``most`` rows (its offsets' range). ``verify``
+    runs every row every way (``tree2mat.walk_rows_tensor``, ``tree2mat.walk_rows``,
+    ``tree2mat.walk_rows_max``, and ``tree2mat.walk_few*`` for ``few``)."""
+
+    cond: str
+    limit: str
+    rows: int
+    most: int
+    small: Callable[[GraphBuilder], Exit]
+    large: Callable[[GraphBuilder], Exit]
+    few: FewWalk | None = None
+
+
+@dataclass(frozen=True)
+class FewWalk:
+    """The walk of :class:`Walks` for batches of at most ``rows`` rows (``cond``: the batch's
+    rows <= ``limit``, the [1] int64 constant holding ``rows``); it takes at most ``most`` rows.
+    ``verify`` runs every row through it too (``tree2mat.walk_few_tensor``,
+    ``tree2mat.walk_few``, ``tree2mat.walk_few_max``)."""
+
+    cond: str
+    limit: str
+    rows: int
+    most: int
+    walk: Callable[[GraphBuilder], Exit]
+
+
+def leaves_output(g: GraphBuilder, exit: Exit) -> str:
+    """The ``leaves`` output [N, T] (``--leaves``): each row's leaf id per tree."""
+    return g.op("Transpose", [exit.leaf_ids(g)], out="leaves", perm=[1, 0])
