@@ -246,10 +246,16 @@ def inspect(
     batch_hint: int | None = typer.Option(None, "--batch-hint", help="Rows per run for the form auto would pick (as for convert; default 10000)."),
     target: str | None = typer.Option(None, "--target", help="The runtime for the form auto would pick (as for convert; default: portable)."),
     png: Path | None = typer.Option(None, "--png", help="With --tree K: draw the tree beside its matrices to this PNG instead of printing them (a large tree summarized; needs matplotlib: the plot extra)."),
+    plan: bool = typer.Option(False, "--plan", help="Print what each pass of an exact form's graph makes of MODEL: the trees stacked, the node tests, the exit, the sums."),
+    form: str = typer.Option("auto", "--form", help="With --plan: the exact form (default: the one --form auto picks, as for convert)."),
+    dtype: str = typer.Option("float32", "--dtype", help="With --plan: the graph's input type, float32 or float64 (as for convert)."),
 ) -> None:
-    """Summarize MODEL, or print one tree as the papers' matrices (S, t, B, bitvector, v, depth), or draw it beside them (--png)."""
+    """Summarize MODEL, print one tree as the papers' matrices (S, t, B, bitvector, v, depth) or draw it beside them (--png), or print an exact form's passes (--plan)."""
     import tree2mat
+    from tree2mat.build import DTYPES
+    from tree2mat.forms import FORMS, auto, check_form
     from tree2mat.forms.auto import check_batch_hint, check_target, parse_memory
+    from tree2mat.forms.passes import plan as forms_plan
     from tree2mat.inspect import matrices_of, summary
     from tree2mat.ir.limits import physical_memory
 
@@ -260,12 +266,24 @@ def inspect(
     check_target(target)
     if png is not None:
         _check_png(png, tree, fmt, output)
+    if plan and (tree is not None or fmt == "npz"):
+        raise OptionError("--plan shows the whole model's passes: leave out --tree, and --format npz (text or json)")
+    if not plan and (form != "auto" or dtype != "float32"):
+        raise OptionError("--form and --dtype choose the graph --plan shows: add --plan")
+    if dtype not in DTYPES:
+        raise OptionError(f"--dtype {dtype}: choose float32 or float64")
+    spec = None if form == "auto" else check_form(form)
     _check_output("-o", output)
     check_outputs({"-o": output, "--png": png}, {"MODEL": model})
     with _libraries_to_stderr():
         # (a model whose every graph passes both --max-memory and half this machine's memory for
         # 10 000 rows is refused unread; one that only passes --max-memory is summarized)
         ens = tree2mat.load(model, max_memory=max(budget, physical_memory() // 2))
+    if plan:
+        spec = spec or FORMS[auto.choose(ens, budget, hint, target).form]
+        passes = forms_plan(ens, spec, DTYPES[dtype])
+        doc = {"form": spec.name, "dtype": dtype, "passes": [{"pass": name, **facts} for name, facts in passes]}
+        return _emit(json.dumps(doc, indent=1) if fmt == "json" else _plan_text(doc), output)
     if tree is None:
         info = summary(ens, budget, hint, target)
         if fmt == "npz":
@@ -564,6 +582,24 @@ def _emit(text: str, output: Path | None) -> None:
         typer.echo(text)
     else:
         _write_text(output, text + "\n")
+
+
+def _plan_text(doc: dict[str, Any]) -> str:
+    """``inspect --plan`` as text: one block per pass, a line per figure (nested ones inline)."""
+    lines = [f"passes of the {doc['form']} form's graph ({doc['dtype']} input):"]
+    for k, step in enumerate(doc["passes"], 1):
+        lines.append(f"{k}. {step['pass']}")
+        for key, value in step.items():
+            if key == "pass":
+                continue
+            if isinstance(value, dict):
+                value = ", ".join(f"{k2} {_plan_value(v2)}" for k2, v2 in value.items())
+            lines.append(f"   {key.replace('_', ' ')}: {value}")
+    return "\n".join(lines)
+
+
+def _plan_value(value: Any) -> str:
+    return ", ".join(f"{k} {v}" for k, v in value.items()).join("()") if isinstance(value, dict) else str(value)
 
 
 def _summary_text(info: dict[str, Any]) -> str:
