@@ -1,13 +1,13 @@
 """The contract a tree2mat graph carries: what ``verify`` needs to check the graph's routing,
 written into the graph's metadata when the graph is built, so that verify reads it from the
 graph alone and not from the form code of the tree2mat that runs it (a graph written before a
-form's layout changed still verifies after; docs/graph.md#the-contract).
+form's layout changed still verifies after; docs/graph.md#the-verify-contract).
 
 Contract 1 (``tree2mat.contract`` = ``1``), beside the keys every graph has:
 
-- ``tree2mat.ir_digest``: :func:`ir_digest` of the trees the graph was built from. Leaf ids
-  and the exit map below refer to those trees; a model that tree2mat reads into other trees
-  (not the graph's model, or read otherwise by another release) has its routing checked
+- ``tree2mat.shapes_digest``: :func:`shapes_digest` of the trees the graph was built from, the
+  numbering its leaf ids and exit map refer to; a model that tree2mat reads into trees of other
+  shapes (not the graph's model, or read otherwise by another release) has its routing checked
   through the outputs only.
 - ``tree2mat.leaf_tensor`` (exact forms): the exit index [T, N], a tensor of the graph;
   ``tree2mat.exit_layout``: :data:`EXIT_LEAVES` (it is the leaf ids, trees in order) or
@@ -40,7 +40,7 @@ from tree2mat.ir.core import Ensemble
 #: The version of the contract this release writes and reads.
 CONTRACT = 1
 CONTRACT_KEY = "tree2mat.contract"
-DIGEST_KEY = "tree2mat.ir_digest"
+DIGEST_KEY = "tree2mat.shapes_digest"
 LEAF_KEY = "tree2mat.leaf_tensor"
 LAYOUT_KEY = "tree2mat.exit_layout"
 MAP_KEY = "tree2mat.exit_map"
@@ -70,29 +70,19 @@ class ExitMap:
         return leaf_ids_of(index, self.order, self.slots)
 
 
-def ir_digest(ens: Ensemble) -> str:
-    """SHA-256 (hex) of what routes a row in ``ens``: its features and comparison, how it reads
-    missing values, categories and zeros, each tree's tests and children in order, and the
-    projections. Leaf values, names and the head are left out: they do not decide a leaf."""
-    h = hashlib.sha256()
-
-    def add(*values: object) -> None:
-        for v in values:
-            if isinstance(v, np.ndarray):
-                h.update(f"{v.dtype.str}{v.shape}".encode())
-                h.update(np.ascontiguousarray(v).tobytes())
-            else:
-                h.update(repr(v).encode())
-            h.update(b"|")
-
-    add("tree2mat-ir-digest-1", ens.n_features, ens.comparison.value, np.dtype(ens.source_dtype).name, float(ens.missing_value),
-        float(ens.zero_band), ens.category_codes.value, ens.n_trees)
+def shapes_digest(ens: Ensemble) -> str:
+    """SHA-256 (hex) of the trees' shapes: how many trees, and each tree's children (``left``,
+    ``right``: an internal node's number or a leaf's), the numbering leaf ids and the exit map
+    refer to. The tests (features, thresholds, missing values, categories, projections) are
+    left out on purpose: a graph whose tests differ from the model's is what verify's routing
+    check finds, leaf by leaf. This definition is contract 1's: the graphs saved with it
+    (fixtures/graphs) hold its values, so a change to it is a new contract."""
+    h = hashlib.sha256(b"tree2mat-shapes-1")
+    h.update(np.int64(ens.n_trees).tobytes())
     for t in ens.trees:
-        add(t.feature.astype(np.int64), t.threshold.astype(np.float64), t.default_left.astype(bool), t.left.astype(np.int64),
-            t.right.astype(np.int64), t.cat_nodes.astype(np.int64), t.cat_values.astype(np.float64), t.cat_left.astype(bool),
-            None if t.cat_other_left is None else t.cat_other_left.astype(bool), t.zero_missing.astype(bool))
-    if ens.projections is not None:
-        add(ens.projections.feature.astype(np.int64), ens.projections.weight.astype(np.float64))
+        h.update(np.int64(t.n_internal).tobytes())
+        h.update(np.ascontiguousarray(t.left, "<i8").tobytes())
+        h.update(np.ascontiguousarray(t.right, "<i8").tobytes())
     return h.hexdigest()
 
 
@@ -129,7 +119,7 @@ def read_exit_map(text: str, n_trees: int, max_positions: int) -> ExitMap:
     before anything of that size is made); a ValueError naming what is wrong with it."""
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (RecursionError: a file nesting its JSON past Python's stack)
         raise ValueError("tree2mat.exit_map is not JSON") from None
     if not isinstance(doc, dict):
         raise ValueError("tree2mat.exit_map is not a JSON object")
@@ -192,7 +182,7 @@ def exit_metadata(index: str, exit_map: ExitMap, layout: str) -> dict[str, str]:
 
 def graph_metadata(ens: Ensemble) -> dict[str, str]:
     """The contract's keys every graph of ``ens`` carries."""
-    return {CONTRACT_KEY: str(CONTRACT), DIGEST_KEY: ir_digest(ens)}
+    return {CONTRACT_KEY: str(CONTRACT), DIGEST_KEY: shapes_digest(ens)}
 
 
 def leaf_twin(model: onnx.ModelProto) -> str:

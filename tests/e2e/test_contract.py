@@ -1,4 +1,4 @@
-"""The contract a graph carries (tree2mat.contract, docs/graph.md#the-contract): verify reads a
+"""The contract a graph carries (tree2mat.contract, docs/graph.md#the-verify-contract): verify reads a
 graph's routing from the graph alone, so graphs saved by earlier releases keep verifying
 against the libraries' own predictions after the forms' layouts change.
 
@@ -135,12 +135,22 @@ def test_a_broken_contract_is_a_one_line_error(changes, message):
         tree2mat.verify(_model_of(MAPPED), _with_meta(MAPPED, **changes), rows=200)
 
 
+def test_a_map_that_gives_the_index_another_type_than_the_graph_is_refused():
+    """traverse's index is int32 in the graph (its If declares it): a map saying int64 is no map
+    of this graph; refused by name, not left to the runtime's load error."""
+    onx = onnx.load(str(MAPPED))
+    text = {p.key: p.value for p in onx.metadata_props}["tree2mat.exit_map"]
+    assert '"index":"int32"' in text
+    with pytest.raises(ModelFileError, match="exit index .* type int64, the graph makes it int32"):
+        tree2mat.verify(_model_of(MAPPED), _with_meta(MAPPED, exit_map=text.replace('"index":"int32"', '"index":"int64"')), rows=200)
+
+
 def test_other_trees_or_a_newer_contract_check_routing_through_the_outputs():
     """A graph whose trees are not the model's as tree2mat reads it, or of a contract this
     release does not know: no routing row (its leaf ids cannot be read), a note saying why, and
     the outputs still compared with the library's."""
     model = _model_of(MAPPED)
-    for changes, why in (({"ir_digest": "0" * 64}, "tree2mat.ir_digest"), ({"contract": "2"}, "graph contract '2'")):
+    for changes, why in (({"shapes_digest": "0" * 64}, "tree2mat.shapes_digest"), ({"contract": "2"}, "graph contract '2'")):
         report = tree2mat.verify(model, _with_meta(MAPPED, **changes), rows=500)
         assert not _routing(report) and report.passed
         assert any(why in n and "routing checked through outputs only" in n for n in report.notes), report.notes
@@ -164,6 +174,7 @@ def test_the_exit_map_reads_back_what_was_written():
     # (a few bytes that inflate to 64 MiB: the reading stops one value past what was declared)
     (json.dumps({"trees": 18, "positions": 2, "index": "int64", "order": BOMB, "slots": ""}), "holds 19 values, expected 18"),
     ('[1, 2]', "not a JSON object"),
+    ("[" * 100_000, "not JSON"),  # (nested past Python's stack: RecursionError in json)
 ])
 def test_a_malformed_exit_map_is_refused_before_it_is_unpacked(doc, message):
     """A map naming sizes it does not hold, or holding what is no map, is a ValueError (verify's
@@ -180,22 +191,35 @@ def test_an_exit_map_whose_order_is_no_ordering_is_refused():
         contract.read_exit_map(text, ens.n_trees, contract.max_positions(ens))
 
 
-def test_the_digest_is_the_trees_routing():
-    """The same model read twice has one digest; a threshold moved by one float64 step, or a
-    missing value sent the other way, another; a leaf value changed, the same (it routes no row)."""
+def _replaced(ens, k, **fields):
+    trees = list(ens.trees)
+    trees[k] = dataclasses.replace(trees[k], **fields)
+    return dataclasses.replace(ens, trees=tuple(trees))
+
+
+def test_the_digest_is_the_trees_shapes():
+    """The same model read twice has one digest; a tree whose children are numbered otherwise,
+    or one tree fewer, another. A moved threshold or missing side, the same: the leaf ids still
+    mean the same leaves, and the routing check finds the move (below)."""
     ens = tree2mat.load(_model_of(MAPPED))
-    assert contract.ir_digest(ens) == contract.ir_digest(tree2mat.load(_model_of(MAPPED)))
+    digest = contract.shapes_digest(ens)
+    assert digest == contract.shapes_digest(tree2mat.load(_model_of(MAPPED)))
     tree = ens.trees[3]
-
-    def changed(**fields):
-        trees = list(ens.trees)
-        trees[3] = dataclasses.replace(tree, **fields)
-        return contract.ir_digest(dataclasses.replace(ens, trees=tuple(trees)))
-
-    threshold = tree.threshold.copy()
+    assert contract.shapes_digest(_replaced(ens, 3, left=tree.right, right=tree.left)) != digest
+    assert contract.shapes_digest(dataclasses.replace(ens, trees=ens.trees[:-1], output_index=ens.output_index[:-1])) != digest
+    threshold, default_left = tree.threshold.copy(), ~tree.default_left
     threshold[0] = np.nextafter(threshold[0], np.inf)
-    default_left = tree.default_left.copy()
-    default_left[0] = not default_left[0]
-    assert changed(threshold=threshold) != contract.ir_digest(ens)
-    assert changed(default_left=default_left) != contract.ir_digest(ens)
-    assert changed(value=tree.value + 1.0) == contract.ir_digest(ens)
+    assert contract.shapes_digest(_replaced(ens, 3, threshold=threshold, default_left=default_left)) == digest
+
+
+def test_a_graph_whose_threshold_moved_one_step_fails_routing_leaf_by_leaf():
+    """A graph of the model with one threshold moved by one float32 step (the same shapes, so
+    its leaf ids are read): the rows at that threshold land in the other leaf, and routing
+    counts them; verify fails."""
+    ens = tree2mat.load(_model_of(MAPPED))
+    k = next(k for k, t in enumerate(ens.trees) if t.n_internal)
+    threshold = ens.trees[k].threshold.copy()
+    threshold[0] = float(np.nextafter(np.float32(threshold[0]), np.float32(np.inf)))
+    graph = tree2mat.convert(_replaced(ens, k, threshold=threshold).validate(), form="traverse")
+    report = tree2mat.verify(_model_of(MAPPED), graph, rows=3000)
+    assert not report.passed and any(o.mismatches > 0 for o in _routing(report)), report.summary()

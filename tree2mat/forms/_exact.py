@@ -248,8 +248,8 @@ def build(
             exits.append(walk(b))
             outs, dtype = tail(b, exits[-1])
         exit = exits[-1]
-        # (one index tensor for every walk, so one map: the walks must agree on it)
-        assert all(e.layout == exit.layout and np.array_equal(e.order, exit.order) and np.array_equal(e.slots, exit.slots) for e in exits)
+        if not all(e.layout == exit.layout and np.array_equal(e.order, exit.order) and np.array_equal(e.slots, exit.slots) for e in exits):
+            raise RuntimeError("the walks' exits differ in layout, which one exit index and its map cannot say")  # (a form's bug)
         index = g.fresh("exit_node")
         for (b, _), e in zip(walks, exits):
             b.renamed[index] = e.index

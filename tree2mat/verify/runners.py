@@ -25,10 +25,10 @@ from tree2mat.contract import (
     MAP_KEY,
     TWIN_KEY,
     ExitMap,
-    ir_digest,
     leaf_twin,
     max_positions,
     read_exit_map,
+    shapes_digest,
 )
 from tree2mat.errors import DeviceUnavailableError, GraphTimeoutError, ModelFileError, OptionError, VerificationError
 from tree2mat.forms import FORMS
@@ -168,9 +168,26 @@ def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble, dtype: np.dtype) ->
     else:
         leaves = lambda index: read.leaf_ids(index).T  # noqa: E731
         elem = onnx.helper.np_dtype_to_tensor_dtype(read.index_dtype)
+        declared = _declared_types(out.graph, leaf)
+        if declared - {elem}:
+            made = ", ".join(onnx.TensorProto.DataType.Name(d).lower() for d in sorted(declared))
+            raise ModelFileError(f"the graph's {MAP_KEY} gives its exit index {leaf!r} type {read.index_dtype}, the graph makes it {made}")
     if leaf not in {o.name for o in out.graph.output}:
         out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, elem, [ens.n_trees, "N"]))
     return out, leaves, leaf, None
+
+
+def _declared_types(graph: onnx.GraphProto, name: str) -> set[int]:
+    """The element types ``graph`` declares for its tensor ``name``: its value infos', or, where
+    an ``If`` makes it, its branches' outputs' (none where nothing declares one)."""
+    found = {v.type.tensor_type.elem_type for v in [*graph.output, *graph.value_info] if v.name == name and v.type.tensor_type.elem_type}
+    for node in graph.node:
+        if node.op_type == "If" and name in node.output:
+            k = list(node.output).index(name)
+            for branch in (a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH):
+                if k < len(branch.output):
+                    found |= _declared_types(branch, branch.output[k].name)
+    return found
 
 
 def _exit_map(meta: dict[str, str], ens: Ensemble, dtype: np.dtype) -> ExitMap | None | str:
@@ -184,9 +201,9 @@ def _exit_map(meta: dict[str, str], ens: Ensemble, dtype: np.dtype) -> ExitMap |
     if version != str(CONTRACT):
         return (f"the graph carries tree2mat's graph contract {version!r}, which this tree2mat (contract {CONTRACT}) does not read: "
                 "routing checked through outputs only (verify with the tree2mat that wrote it, or a newer one)")
-    if meta.get(DIGEST_KEY) != ir_digest(ens):
-        return ("the graph's trees (tree2mat.ir_digest) are not the trees tree2mat reads from the model: a graph of another model, "
-                "or written by a tree2mat that read the model otherwise; routing checked through outputs only")
+    if meta.get(DIGEST_KEY) != shapes_digest(ens):
+        return (f"the graph's trees ({DIGEST_KEY}) are not of the shapes tree2mat reads from the model, which its leaf ids refer to: "
+                "a graph of another model, or written by a tree2mat that read the model otherwise; routing checked through outputs only")
     layout = meta.get(LAYOUT_KEY, EXIT_LEAVES)
     if layout == EXIT_LEAVES:  # (a twin's leaves too: trees in order)
         return None
