@@ -34,7 +34,7 @@ from suite import data, workloads  # noqa: E402
 
 import tree2mat  # noqa: E402
 from tree2mat.errors import Tree2MatError  # noqa: E402
-from tree2mat.forms import _exact, auto, hierarchical, traverse  # noqa: E402
+from tree2mat.forms import _exact, _walk, auto, hierarchical, traverse  # noqa: E402
 from tree2mat.verify import forced_walk, walk_limit_names  # noqa: E402
 
 #: The timed graphs: the matrix forms, and traverse's two walks for the fewest rows.
@@ -93,7 +93,7 @@ def shape_of(ens) -> dict:
     """What the latency models read."""
     nodes, products = _exact.padded_work(ens)
     k = hierarchical.block_depth(ens)
-    return {"T": ens.n_trees, "P": traverse.table_nodes(ens), "depth": max(int(ens.tree_depths().max()), 1),
+    return {"T": ens.n_trees, "P": _walk.table_nodes(ens), "depth": max(int(ens.tree_depths().max()), 1),
             "levels": traverse.tree_levels(ens), "nodes": nodes, "products": products, "k": k,
             "stages": hierarchical.stages(ens, k), "cells": ens.n_trees * (2**k - 1)}
 

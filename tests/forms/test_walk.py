@@ -11,7 +11,7 @@ import pytest
 from sklearn.datasets import make_classification
 
 import tree2mat
-from tree2mat.forms import _stack, traverse
+from tree2mat.forms import _stack, _walk, traverse
 
 
 def _wide_walk(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
@@ -48,8 +48,8 @@ def test_padded_and_cut_walks_route_as_lightgbm(n_trees):
     assert not any(n.startswith("the graph's walks could not be forced") for n in report.notes)
     # the fewest rows: the decided walk where its tests cost less than the flat walk's operators
     meta = {p.key: p.value for p in onx.metadata_props}
-    P = traverse.table_nodes(ens)
-    few = traverse.decided_rows(n_trees, P, int(depths.max()), traverse.tree_levels(ens), traverse.node_table(ens, _stack.stack(ens, np.dtype(np.float32))).width)
+    P = _walk.table_nodes(ens)
+    few = traverse.decided_rows(n_trees, P, int(depths.max()), traverse.tree_levels(ens), _walk.node_table(ens, _stack.stack(ens, np.dtype(np.float32))).width)
     assert meta.get("tree2mat.walk_few") == (str(few) if few else None)
     walks = {o.walk for o in report.outputs}
     assert walks == {f">{meta['tree2mat.walk_rows']} rows", f"<={meta['tree2mat.walk_rows']} rows"} | ({f"<={few} rows"} if few else set())

@@ -4,6 +4,7 @@ the head. A form supplies only how the exit leaf is found from the decision bits
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -101,27 +102,36 @@ def padded_work(ens: Ensemble) -> tuple[int, int]:
     return sum(t.size * (i + l) for t, i, l in groups), sum(t.size * i * l for t, i, l in groups)
 
 
+@dataclass(frozen=True)
+class DenseCost:
+    """A matrix form's cost model (microseconds; benchmarks/form_speed.py and latency_fit.py fit
+    them): ``per_node_us * nodes + per_product_us * products`` per row (:func:`padded_work`);
+    ``call``: one row's run, ``a + b * nodes + c * products + d * trees``."""
+
+    per_node_us: float
+    per_product_us: float
+    call: tuple[float, float, float, float]
+
+    def us_per_row(self, ens: Ensemble) -> float:
+        nodes, products = padded_work(ens)
+        return self.per_node_us * nodes + self.per_product_us * products
+
+    def call_us(self, ens: Ensemble) -> float:
+        nodes, products = padded_work(ens)
+        a, b, c, d = self.call
+        return a + b * nodes + c * products + d * ens.n_trees
+
+
 def dense_form(
-    name: str, build: Callable[[Ensemble, GraphOptions], onnx.ModelProto], summary: str, per_node_us: float, per_product_us: float,
-    call: tuple[float, float, float, float], proven_from: tuple[OpsetFloor, ...] = (),
+    name: str, build: Callable[[Ensemble, GraphOptions], onnx.ModelProto], summary: str, cost: DenseCost,
+    proven_from: tuple[OpsetFloor, ...] = (),
 ) -> FormSpec:
     """The spec of a matrix form: dense [T, I, L] constants, a MatMul in any of MATMUL_DTYPES,
     the exit of :func:`exit_layout`, exact on every runtime of the matrix (from the opsets of
-    ``proven_from``, see :attr:`FormSpec.proven_from`), and the cost model
-    ``per_node_us * nodes + per_product_us * products`` (:func:`padded_work`) per row; ``call``:
-    one row's run, ``a + b * nodes + c * products + d * trees``."""
-
-    def us_per_row(ens: Ensemble) -> float:
-        nodes, products = padded_work(ens)
-        return per_node_us * nodes + per_product_us * products
-
-    def call_us(ens: Ensemble) -> float:
-        nodes, products = padded_work(ens)
-        return call[0] + call[1] * nodes + call[2] * products + call[3] * ens.n_trees
-
+    ``proven_from``, see :attr:`FormSpec.proven_from`), and the ``cost`` model."""
     return FormSpec(
         name=name, build=build, exact=True, summary=summary,
-        constant_bytes=dense_constant_bytes, bytes_per_row=dense_bytes_per_row, us_per_row=us_per_row, call_us=call_us,
+        constant_bytes=dense_constant_bytes, bytes_per_row=dense_bytes_per_row, us_per_row=cost.us_per_row, call_us=cost.call_us,
         matmul=tuple(MATMUL_DTYPES), exit_layout=exit_layout, proven_on=ALL_RUNTIMES, proven_from=proven_from,
     )
 

@@ -19,7 +19,7 @@ batches its 2^k - 1 tests and 2^k scores a stage cost more than k levels of the 
 weighs both, with ``--batch-hint``). Only the integers 0 and 1 and their sums up to 2^k - 1 pass
 through the products: exact in any float type.
 
-The node tests are the walk's (:func:`traverse.node_table`: one ``value > threshold`` on the
+The node tests are the walk's (:func:`_walk.node_table`: one ``value > threshold`` on the
 NaN-free augmented input, children swapped where the test holds for the left one), and the exit
 is its: the node reached, in the node table's layout.
 """
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from tree2mat.forms import _exact, _exit, _nodes, _stack, traverse
+from tree2mat.forms import _exact, _exit, _nodes, _stack, _walk
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
 from tree2mat.ir.core import Ensemble
@@ -71,7 +71,7 @@ class Blocks:
     n_blocks: int  # B
 
 
-def blocks(tab: traverse.NodeTable, k: int) -> Blocks:
+def blocks(tab: _walk.NodeTable, k: int) -> Blocks:
     """The node table ``tab`` cut into blocks of depth ``k`` (see :class:`Blocks`)."""
     T, P = tab.column.shape
     K = 2**k - 1
@@ -150,7 +150,7 @@ def block_depth(ens: Ensemble) -> int:
 def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, opts: GraphOptions) -> _exit.Exit:
     """The stages (see the module doc), rows x trees; the exit: the node reached [T, N], in the
     node table's layout."""
-    tab = traverse.node_table(ens, st)
+    tab = _walk.node_table(ens, st)
     xa = _nodes.augmented_input(g, ens, st, x, tab.blocks)
     bl = blocks(tab, block_depth(ens))
     T, P = tab.column.shape
@@ -159,7 +159,7 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Comp
     after = g.const(bl.after.reshape(-1), "block_after")
     q = g.const(template(bl.k), "block_template")  # [2^k, K]
     width = g.const(np.int64(K + 1), "block_exits")
-    rows = traverse.batch_rows(g, xa)
+    rows = _walk.batch_rows(g, xa)
     flat_shape = g.op("Concat", [rows, g.const(np.asarray([T * K], np.int64), "block_cells")], "block_flat_shape", axis=0)
     cube = g.const(np.asarray([0, T, K], np.int64), "block_cube")
     here = g.op("Expand", [g.const(bl.roots[None, :], "block_roots"), g.op("Concat", [rows, g.const(np.asarray([T], np.int64), "block_trees")], "block_grid", axis=0)], "block0")
@@ -180,15 +180,15 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Comp
 
 
 def exit_layout(ens: Ensemble, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.dtype]:
-    """The exit: the node reached, as the walk's (:func:`traverse.exit_layout`), int64."""
-    order, leaf, _ = traverse.exit_layout(ens, dtype)
+    """The exit: the node reached, as the walk's (:func:`_walk.exit_layout`), int64."""
+    order, leaf, _ = _walk.exit_layout(ens, dtype)
     return order, leaf, np.dtype(np.int64)
 
 
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
     return _exact.build(
         ens, opts, "hierarchical", exit_leaf, constant_bytes=constant_bytes, layout="block",
-        constant_limit=traverse.constant_limit(), size_hint="train with fewer trees or leaves, or use --form traverse",
+        constant_limit=_walk.constant_limit(), size_hint="train with fewer trees or leaves, or use --form traverse",
     )
 
 
@@ -223,6 +223,6 @@ def call_us(ens: Ensemble) -> float:
 FORM = FormSpec(
     name="hierarchical", build=build, exact=True,
     summary="hierarchical decision machine: trees cut into blocks of depth k, each the perfect tree's bitvector machine; ceil(D/k) stages of a dozen operators",
-    constant_bytes=constant_bytes, bytes_per_row=bytes_per_row, constant_limit=traverse.constant_limit,
+    constant_bytes=constant_bytes, bytes_per_row=bytes_per_row, constant_limit=_walk.constant_limit,
     us_per_row=us_per_row, call_us=call_us, matmul=("float32",), exit_layout=exit_layout, proven_on=ALL_RUNTIMES,
 )

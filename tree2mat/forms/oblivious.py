@@ -26,7 +26,7 @@ import dataclasses
 import numpy as np
 import onnx
 
-from tree2mat.forms import _exact, _exit, _nodes, _stack, sign
+from tree2mat.forms import _exact, _exit, _nodes, _stack, _templates
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
 from tree2mat.ir.core import Ensemble, Tree
@@ -124,7 +124,7 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Comp
         parts.append(_levels_exit(g, _subset(ens, levelled), x, opts))
     if other.size:
         sub = _subset(ens, other)
-        scores = sign.exit_leaf(g, sub, _stack.stack(sub, opts.dtype), x, opts).index
+        scores = _templates.exit_leaf(g, sub, _stack.stack(sub, opts.dtype), x, opts).index
         parts.append(g.op("Cast", [scores], "score_exit32", to=onnx.TensorProto.INT32))
     index = parts[0] if len(parts) == 1 else g.op("Concat", parts, "exit_levels_and_scores", axis=0)
     return _exit.Exit(index, *exit_layout(ens))
@@ -162,7 +162,7 @@ PER_TREE_US = 0.0057
 
 def us_per_row(ens: Ensemble) -> float:
     _, other, levels = _parts(ens)
-    rest = sign.FORM.us_per_row(_subset(ens, other)) if other.size and sign.FORM.us_per_row is not None else 0.0
+    rest = _templates.COST.us_per_row(_subset(ens, other)) if other.size else 0.0
     return PER_LEVEL_US * levels + PER_TREE_US * ens.n_trees + rest
 
 
@@ -174,7 +174,7 @@ CALL_US, PER_LEVEL_CALL_US = 28.0, 0.025
 
 def call_us(ens: Ensemble) -> float:
     _, other, levels = _parts(ens)
-    rest = sign.FORM.call_us(_subset(ens, other)) if other.size and sign.FORM.call_us is not None else CALL_US
+    rest = _templates.COST.call_us(_subset(ens, other)) if other.size else CALL_US
     return rest + PER_LEVEL_CALL_US * levels
 
 

@@ -10,43 +10,17 @@ exact in fp32, TF32 and fp16 alike; ``--matmul float16`` / ``int8`` (MatMulInteg
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 
-from tree2mat.forms import _exact, _exit, _nodes, _stack
-from tree2mat.forms._graph import GraphBuilder, GraphOptions
-from tree2mat.ir.core import Ensemble, Tree
-from tree2mat.ir.matrices import template_matrix
-
-
-def template_tensors(ens: Ensemble, st: _stack.Stacked) -> tuple[np.ndarray, np.ndarray]:
-    """B stacked, float32 [T, L, I], and the depths [T, L] (the soft forms' padded layout);
-    padding leaves get depth 1 and an all-zero row, so their score (-1) is never the maximum (0)."""
-    b = _exact.padded_matrices(ens, st, template_matrix)
-    depth = np.ones((st.n_trees, st.n_leaves), np.float32)
-    for t, tree in enumerate(ens.trees):
-        depth[t, : tree.n_leaves] = np.count_nonzero(template_matrix(tree), axis=1)
-    return b, depth
-
-
-def template_scores(tree: Tree) -> tuple[np.ndarray, np.ndarray]:
-    """h = 2r - 1 (r = 1 where the row goes right), so B h - depth = 2 B r - (B 1 + depth):
-    integers, 0 at the exit leaf and negative elsewhere (padding leaves: -1, depth 1, B row 0)."""
-    b = template_matrix(tree)
-    return 2 * b, -(b.sum(axis=1) + np.count_nonzero(b, axis=1))
-
-
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, opts: GraphOptions) -> _exit.Exit:
-    return _exact.exit_by_scores(g, ens, st, x, template_scores, -1.0, opts.matmul, "template")
+from tree2mat.forms import _exact, _templates
+from tree2mat.forms._graph import GraphOptions
+from tree2mat.ir.core import Ensemble
 
 
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
-    return _exact.build(ens, opts, "sign", exit_leaf)
+    return _exact.build(ens, opts, "sign", _templates.exit_leaf)
 
 
-#: Cost model (microseconds per padded node and leaf, per matrix entry; benchmarks/form_speed.py
-#: fits them; one row's run: benchmarks/latency_fit.json, within 34 % on 13 models).
 FORM = _exact.dense_form(
-    "sign", build, "Decision Machines eq. 5: ArgMax(B sgn(Sx - t) - depth), all trees in one MatMul",
-    per_node_us=0.00455, per_product_us=1.19e-5, call=(20.8, 0.00225, 1.54e-4, 0.130),
+    "sign", build, "Decision Machines eq. 5: ArgMax(B sgn(Sx - t) - depth), all trees in one MatMul", _templates.COST,
 )

@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 
 from tree2mat.errors import UnsupportedModelError
-from tree2mat.forms import _exact, _nodes, _stack, _sums, sign
+from tree2mat.forms import _exact, _nodes, _stack, _sums, _templates
 from tree2mat.forms._graph import GraphBuilder, GraphOptions, softplus
 from tree2mat.forms._spec import FormSpec
 from tree2mat.ir.core import Ensemble
@@ -101,7 +101,7 @@ def _padding(ens: Ensemble, st: _stack.Stacked) -> np.ndarray:
 
 def soft_weights(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, logit: str, dtype: np.dtype) -> str:
     """Leaf probabilities [T, N, L]: products of sigmoids along each path."""
-    bt = sign.template_tensors(ens, st)[0].transpose(0, 2, 1)  # [T, I, L]
+    bt = _templates.template_tensors(ens, st)[0].transpose(0, 2, 1)  # [T, I, L]
     left, right = np.where(bt < 0, 1.0, 0.0), np.where(bt > 0, 1.0, 0.0)
     log_left = g.op("Neg", [softplus(g, g.op("Neg", [logit], "neg_logit"), "sp_left", dtype)], "log_p_left")
     log_right = g.op("Neg", [softplus(g, logit, "sp_right", dtype)], "log_p_right")
@@ -115,7 +115,7 @@ def soft_weights(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, logit: str,
 
 def softmax_weights(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, logit: str, tau: float, dtype: np.dtype) -> str:
     """Leaf weights [T, N, L]: softmax over the leaves of (B tanh(-logit) - depth) / tau."""
-    b, depth = sign.template_tensors(ens, st)
+    b, depth = _templates.template_tensors(ens, st)
     bt, depth = b.transpose(0, 2, 1), depth[:, None, :]  # [T, I, L], [T, 1, L]
     # A padding leaf (B row 0) scores PAD_SCORE, times tau above 1: weight 0 at any temperature.
     depth = np.where(_padding(ens, st), -PAD_SCORE * max(1.0, tau), depth.astype(np.float64))

@@ -11,75 +11,16 @@ with the summed depths: deep random forests and large LightGBM models fit.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 import onnx
 
 from tree2mat.errors import UnsupportedModelError
-from tree2mat.forms import _exact, _exit, _nodes, _stack
+from tree2mat.forms import _exact, _exit, _nodes, _stack, _walk
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
 from tree2mat.ir.core import Ensemble
-
-
-@dataclass
-class NodeTable:
-    """Every tree's nodes, internal and leaves, numbered breadth-first so that the two children
-    of a node are neighbours: ``first`` (where a row goes when the node's test is false) and
-    ``first + 1`` (where ``value > threshold``). Per node [T, P]: the ``column`` of the augmented
-    input it reads, its ``threshold`` and ``first``; ``leaf``: each leaf node's leaf index.
-    A leaf points at itself and holds a test that never holds (``_nodes.NEVER``), so a row that
-    reached it stays there."""
-
-    column: np.ndarray  # int32 [T, P]
-    threshold: np.ndarray  # compare dtype [T, P]
-    first: np.ndarray  # int32 [T, P]
-    leaf: np.ndarray  # int64 [T, P]: the leaf at each leaf node, -1 at internal and padding nodes
-    blocks: tuple[str, ...]  # the augmented input's blocks, in column order
-    order: np.ndarray  # int64 [T]: the table's trees, deepest first (the ensemble's tree of each row)
-    depth: np.ndarray  # int64 [T]: each row's tree depth (non-increasing)
-    width: int  # the augmented input's columns
-
-    @property
-    def never(self) -> tuple[int, np.generic]:
-        """The column and threshold of a test that never holds (a leaf's)."""
-        at = np.argwhere(self.leaf >= 0)[0]
-        return int(self.column[tuple(at)]), self.threshold[tuple(at)]
-
-
-def table_nodes(ens: Ensemble) -> int:
-    """P: the node table's nodes per tree (the largest tree's, internal and leaves)."""
-    return max(2 * t.n_internal + 1 for t in ens.trees)
-
-
-def node_table(ens: Ensemble, st: _stack.Stacked) -> NodeTable:
-    """Each node's test (:func:`_nodes.node_tests`) at its breadth-first place; a swap node's
-    children change places, so that ``value > threshold`` leads to ``first + 1`` everywhere."""
-    never, never_threshold = _nodes.NEVER
-    tests = _nodes.node_tests(ens, st, extra=(never,))
-    T = st.n_trees
-    P = table_nodes(ens)
-    column = np.full((T, P), tests.offset[never], np.int32)
-    threshold = np.full((T, P), never_threshold, st.threshold.dtype)
-    first = np.zeros((T, P), np.int32)
-    leaf = np.full((T, P), -1, np.int64)
-    for t, tree in enumerate(ens.trees):
-        queue, next_id = deque([(0 if tree.n_internal else -1, 0)]), 1
-        while queue:
-            ref, me = queue.popleft()
-            if ref < 0:
-                leaf[t, me], first[t, me] = -1 - ref, me
-                continue
-            column[t, me], threshold[t, me], first[t, me] = tests.column[t, ref], tests.threshold[t, ref], next_id
-            kids = (tree.right[ref], tree.left[ref]) if tests.swap[t, ref] else (tree.left[ref], tree.right[ref])
-            queue.extend(((int(kids[0]), next_id), (int(kids[1]), next_id + 1)))
-            next_id += 2
-    depth = ens.tree_depths()
-    order = np.argsort(-depth, kind="stable")
-    return NodeTable(column[order], threshold[order], first[order], leaf[order], tests.blocks, order, depth[order], tests.width)
-
 
 #: The least walking a cut must save (trees set aside times the levels to the next cut) per tree
 #: it copies (see :func:`cuts`).
@@ -130,8 +71,6 @@ def replicas(n_trees: int, table_bytes: int) -> int:
     return s
 
 
-#: The walk's exit index: the node reached (int32, as the node tables).
-INDEX_DTYPE = np.dtype(np.int32)
 
 #: Batches of up to FLAT_ELEMENTS // T rows (at least one) walk the flat tables
 #: (:func:`_walk_flat`), larger ones the trees x rows tables (:func:`_walk_wide`). Measured
@@ -174,10 +113,10 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Comp
     is the time); above, :func:`_walk_wide` (operators a runtime spreads over its threads); and
     where :func:`decided_rows` says so, the fewest rows :func:`_walk_decided` (every node's test
     at once, then one operator a level)."""
-    tab = node_table(ens, st)
+    tab = _walk.node_table(ens, st)
     xa = _nodes.augmented_input(g, ens, st, x, tab.blocks)
     if tab.depth[0] <= 1:
-        return _exit.Exit(_root_level(g, tab, xa)[1], tab.order, tab.leaf, INDEX_DTYPE)
+        return _exit.Exit(_root_level(g, tab, xa)[1], tab.order, tab.leaf, _walk.INDEX_DTYPE)
     T, P = tab.column.shape
     if -(-T // MAX_REPLICAS) * MAX_REPLICAS * P > 2**31 - 1:  # (the walks' ids are int32; the wide walk pads the trees)
         raise UnsupportedModelError(f"the node table has {T * P} nodes, past int32's range; train with fewer trees or leaves")
@@ -186,19 +125,19 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Comp
     tables = _Tables(g.const(tab.column, "node_column"), g.const(tab.threshold, "node_threshold"), first, start, g.op("Add", [first, start], "node_first_global"))
     most = flat_rows(st.n_trees, tab.width)
     limit = g.const(np.asarray([most], np.int64), "flat_rows")
-    rows = batch_rows(g, xa)
+    rows = _walk.batch_rows(g, xa)
     small = g.op("LessOrEqual", [rows, limit], "flat_batch")
     few = None
     if fewest := decided_rows(T, P, int(tab.depth[0]), tree_levels(ens), tab.width):
         few_limit = g.const(np.asarray([fewest], np.int64), "decided_rows")
         few = _exit.FewWalk(
             g.op("LessOrEqual", [rows, few_limit], "decided_batch"), few_limit, fewest, decided_rows_max(T, P),
-            lambda b: _exit.Exit(_walk_decided(g, b, tab, xa, rows, tables), tab.order, tab.leaf, INDEX_DTYPE),
+            lambda b: _exit.Exit(_walk_decided(g, b, tab, xa, rows, tables), tab.order, tab.leaf, _walk.INDEX_DTYPE),
         )
     return _exit.Walks(
         small, limit, most, flat_rows_max(tab.width),
-        lambda b: _exit.Exit(_walk_flat(g, b, tab, xa, tables, cuts(tab.depth)), tab.order, tab.leaf, INDEX_DTYPE),
-        lambda b: _exit.Exit(_walk_wide(g, b, tab, xa, rows, tables), tab.order, tab.leaf, INDEX_DTYPE),
+        lambda b: _exit.Exit(_walk_flat(g, b, tab, xa, tables, cuts(tab.depth)), tab.order, tab.leaf, _walk.INDEX_DTYPE),
+        lambda b: _exit.Exit(_walk_wide(g, b, tab, xa, rows, tables), tab.order, tab.leaf, _walk.INDEX_DTYPE),
         few,
     )
 
@@ -245,7 +184,7 @@ def decided_rows_max(n_trees: int, nodes: int) -> int:
     return max(1, DECIDED_MAX_ELEMENTS // (n_trees * nodes))
 
 
-def _walk_decided(g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, rows: str, tables: _Tables) -> str:
+def _walk_decided(g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: str, rows: str, tables: _Tables) -> str:
     """The fewest rows, in ``b``: every node's test of every row at once ([N, T P]: a
     ``GatherElements`` from the input by the nodes' columns broadcast to the rows, a
     ``Greater``), each node's next node from it (``first`` + the test, ids t P + node: a leaf's
@@ -272,7 +211,7 @@ def _walk_decided(g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, row
     return b.op("Transpose", [local], "decided_exit", perm=[1, 0])
 
 
-def _root_level(g: GraphBuilder, tab: NodeTable, xa: str) -> tuple[str, str]:
+def _root_level(g: GraphBuilder, tab: _walk.NodeTable, xa: str) -> tuple[str, str]:
     """The input transposed [C, N], and the nodes of level 1 [T, N]: every row at every root,
     trees x rows (the roots' columns are rows of the transposed input: a Gather on axis 0, whole
     rows copied)."""
@@ -282,15 +221,7 @@ def _root_level(g: GraphBuilder, tab: NodeTable, xa: str) -> tuple[str, str]:
     return columns, g.op("Add", [step, g.const(tab.first[:, :1], "root_first")], "node1")
 
 
-def batch_rows(g: GraphBuilder, x: str) -> str:
-    """[1] int64: the rows of ``x`` [N, C] (Shape's ``start``/``end`` from opset 15 on)."""
-    if g.opset >= 15:
-        return g.op("Shape", [x], "batch_rows", start=0, end=1)
-    bounds = [g.const(np.asarray([v], np.int64), f"batch_rows_{k}") for k, v in (("start", 0), ("stop", 1))]
-    return g.op("Slice", [g.op("Shape", [x], "x_shape"), *bounds], "batch_rows")
-
-
-def _walk_wide(g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, rows: str, tables: _Tables) -> str:
+def _walk_wide(g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: str, rows: str, tables: _Tables) -> str:
     """In ``b``, rows x trees: the nodes reached are global ids (t P + node) [N, T'] (the trees
     padded to T', a multiple of S = :func:`replicas`, with trees of one leaf), and per level:
     three ``GatherElements`` from S copies of the flat tables by the nodes as [S, N T' / S] (made
@@ -357,7 +288,7 @@ def _walk_wide(g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, rows: 
 
 
 def _walk_flat(
-    g: GraphBuilder, b: GraphBuilder, tab: NodeTable, xa: str, tables: _Tables, cut_levels: list[int],
+    g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: str, tables: _Tables, cut_levels: list[int],
 ) -> str:
     """:func:`_walk_wide`'s walk on one-dimensional tensors, in ``b``: the node tables flat
     (``first`` holding t P + node, made in ``g``, where runtimes fold them once), the nodes
@@ -406,14 +337,6 @@ def _walk_flat(
     return b.op("Sub", [cur, tree_start], "flat_exit")
 
 
-def exit_layout(ens: Ensemble, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.dtype]:
-    """The walk's exit for a graph of input ``dtype`` (which nodes swap children depends on the
-    thresholds in the compare dtype; see :class:`_exit.Exit`): the node reached, trees deepest
-    first; -1 where a node is no leaf (a row there has not finished: a broken graph)."""
-    tab = node_table(ens, _stack.stack(ens, np.dtype(dtype)))
-    return tab.order, tab.leaf, INDEX_DTYPE
-
-
 def _slice(g: GraphBuilder, x: str, start: int, stop: int, axis: int, hint: str) -> str:
     """``start:stop`` of ``x`` on ``axis``."""
     bounds = [g.const(np.asarray([v], np.int64), f"{hint}_{k}") for k, v in (("start", start), ("stop", stop), ("axis", axis))]
@@ -441,17 +364,8 @@ def bytes_per_row(ens: Ensemble) -> int:
 def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
     return _exact.build(
         ens, opts, "traverse", exit_leaf, constant_bytes=constant_bytes, layout="node-table",
-        constant_limit=constant_limit(), size_hint="train with fewer trees or leaves",
+        constant_limit=_walk.constant_limit(), size_hint="train with fewer trees or leaves",
     )
-
-
-#: Largest node table: beyond protobuf's 2 GiB the graph is written as ONNX external data; this
-#: cap only stops a model no machine could score.
-MAX_NODE_TABLE_BYTES = 32 * 2**30
-
-
-def constant_limit() -> int:
-    return MAX_NODE_TABLE_BYTES
 
 
 #: Cost model (microseconds; benchmarks/form_speed.py fits them): per level walked, per tree.
@@ -481,7 +395,7 @@ def run_us(ens: Ensemble, rows: int) -> float:
     up to its rows (each further row DECIDED_ROW_TEST_US a node test), the flat walk's up to
     :func:`flat_rows` (PER_LEVEL_CALL_US a tree level), the wide walk's above (``us_per_row``)."""
     depth, levels = max(int(ens.tree_depths().max()), 1), tree_levels(ens)
-    T, P = ens.n_trees, table_nodes(ens)
+    T, P = ens.n_trees, _walk.table_nodes(ens)
     width = ens.n_features  # (the augmented input's width only caps rows past 2**31 offsets)
     if depth > 1 and rows <= decided_rows(T, P, depth, levels, width):
         return decided_call_us(T, P, depth) + (rows - 1) * DECIDED_ROW_TEST_US * T * P
@@ -502,10 +416,10 @@ FORM = FormSpec(
     summary="root-to-leaf walk, one level per step for all trees at once (GatherElements); memory grows with nodes, not nodes x leaves",
     constant_bytes=constant_bytes,
     bytes_per_row=bytes_per_row,
-    constant_limit=constant_limit,
+    constant_limit=_walk.constant_limit,
     us_per_row=us_per_row,
     call_us=call_us,
     run_us=run_us,
-    exit_layout=exit_layout,
+    exit_layout=_walk.exit_layout,
     proven_on=ALL_RUNTIMES,
 )
