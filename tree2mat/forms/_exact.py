@@ -17,8 +17,9 @@ from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec, OpsetFloor
 from tree2mat.ir.core import Ensemble, Tree
 
 #: ``exit_leaf(g, ens, st, x, opts)``: from the compared input ``x`` to where the rows exit
-#: (:class:`_exit.Exit`), or two ways to find it, chosen per batch (:class:`_exit.Walks`).
-ExitLeaf = Callable[[GraphBuilder, Ensemble, _stack.Stacked, _nodes.Compared, GraphOptions], "_exit.Exit | _exit.Walks"]
+#: (:class:`_exit.Exit`), or ways to find it chosen per batch, which assemble themselves with
+#: the tail after each (:class:`_exit.Branches`: traverse's walks).
+ExitLeaf = Callable[[GraphBuilder, Ensemble, _stack.Stacked, _nodes.Compared, GraphOptions], "_exit.Exit | _exit.Branches"]
 
 
 def padded_matrices(ens: Ensemble, st: _stack.Stacked, matrix: Callable) -> np.ndarray:
@@ -247,33 +248,8 @@ def build(
     if isinstance(found, _exit.Exit):
         outs, dtype = tail(g, found)
         metadata = exit_metadata(found.index, found.exit_map, found.layout)
-    else:  # the tail in every branch: the If writes the graph's outputs (see _exit.Walks)
-        outer = g.branch("rest") if found.few is not None else g
-        small, large = outer.branch("small"), outer.branch("large")
-        walks = [(small, found.small), (large, found.large)]
-        if found.few is not None:
-            walks.append((g.branch("few"), found.few.walk))
-        exits = []
-        for b, walk in walks:
-            exits.append(walk(b))
-            outs, dtype = tail(b, exits[-1])
-        exit = exits[-1]
-        if not all(e.layout == exit.layout and np.array_equal(e.order, exit.order) and np.array_equal(e.slots, exit.slots) for e in exits):
-            raise RuntimeError("the walks' exits differ in layout, which one exit index and its map cannot say")  # (a form's bug)
-        index = g.fresh("exit_node")
-        for (b, _), e in zip(walks, exits):
-            b.renamed[index] = e.index
-        T = ens.n_trees
-        written = [*outs, tensor_info(index, exit.index_dtype, [T, "N"])]
-        outer.if_(found.cond, small, large, written)
-        metadata = {
-            **exit_metadata(index, exit.exit_map, exit.layout),
-            "tree2mat.walk_rows_tensor": found.limit, "tree2mat.walk_rows": str(found.rows), "tree2mat.walk_rows_max": str(found.most),
-        }
-        if found.few is not None:
-            g.if_(found.few.cond, walks[2][0], outer, written)
-            metadata.update({"tree2mat.walk_few_tensor": found.few.limit, "tree2mat.walk_few": str(found.few.rows),
-                             "tree2mat.walk_few_max": str(found.few.most)})
+    else:  # (ways chosen per batch, each with the tail after it: the form assembles them)
+        outs, dtype, metadata = found.assemble(g, ens, tail)
     return model(g, ens, outs, dtype, opts, f"tree2mat {name} form of {ens.source}", metadata)
 
 

@@ -1,16 +1,19 @@
 """The exit, what an exact form's third pass finds: where every row ends in every tree
-(:class:`Exit`, its layout, the leaf ids it maps to), and the ways of finding it per batch size
-(:class:`Walks`, :class:`FewWalk`)."""
+(:class:`Exit`, its layout, the leaf ids it maps to), or ways of finding it chosen per batch
+(:class:`Branches`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
+import onnx
 
 from tree2mat.contract import EXIT_LEAVES, EXIT_MAPPED, ExitMap
 from tree2mat.forms._graph import GraphBuilder
+from tree2mat.ir.core import Ensemble
 
 
 @dataclass(frozen=True)
@@ -65,39 +68,18 @@ class Exit:
         return g.op("GatherElements", [g.const(self.slots[self.position], "node_leaf"), index], "leaf_ids", out=name, axis=1)
 
 
-@dataclass(frozen=True)
-class Walks:
-    """Two or three ways a form finds the exit, chosen per batch by an ``If`` on its rows:
-    ``small`` (``If`` true: the batch has at most ``rows``, the [1] int64 constant ``limit``,
-    rows) or ``large``; each builds its :class:`Exit` in the branch builder it is given.
-    ``few``: a third walk for the fewest rows, taken first (an outer ``If`` whose other branch
-    holds the ``If`` above), or None. Everything after the exit is built in every branch, so the
-    ``If`` writes the graph's outputs (OpenVINO 2026.4 misreads a tensor an ``If`` computes and
-    the graph reads on). ``small`` takes at most ``most`` rows (its offsets' range). ``verify``
-    runs every row every way (``tree2mat.walk_rows_tensor``, ``tree2mat.walk_rows``,
-    ``tree2mat.walk_rows_max``, and ``tree2mat.walk_few*`` for ``few``)."""
-
-    cond: str
-    limit: str
-    rows: int
-    most: int
-    small: Callable[[GraphBuilder], Exit]
-    large: Callable[[GraphBuilder], Exit]
-    few: FewWalk | None = None
+#: ``tail(g, exit)``: everything after the exit (leaf values, sums, head), built in ``g``; the
+#: outputs' value infos and the margin's dtype.
+Tail = Callable[[GraphBuilder, Exit], tuple[list[onnx.ValueInfoProto], np.dtype]]
 
 
-@dataclass(frozen=True)
-class FewWalk:
-    """The walk of :class:`Walks` for batches of at most ``rows`` rows (``cond``: the batch's
-    rows <= ``limit``, the [1] int64 constant holding ``rows``); it takes at most ``most`` rows.
-    ``verify`` runs every row through it too (``tree2mat.walk_few_tensor``,
-    ``tree2mat.walk_few``, ``tree2mat.walk_few_max``)."""
+class Branches(Protocol):
+    """Ways a form finds the exit, chosen per batch (traverse's walks, :class:`_walk.Walks`),
+    which assemble themselves: ``assemble(g, ens, tail)`` builds each way with the ``tail``
+    after it and returns the outputs' value infos, the margin's dtype and the graph's metadata
+    (the contract's keys of its exit index, and how verify takes each way)."""
 
-    cond: str
-    limit: str
-    rows: int
-    most: int
-    walk: Callable[[GraphBuilder], Exit]
+    def assemble(self, g: GraphBuilder, ens: Ensemble, tail: Tail) -> tuple[list[onnx.ValueInfoProto], np.dtype, dict[str, str]]: ...
 
 
 def leaves_output(g: GraphBuilder, exit: Exit) -> str:

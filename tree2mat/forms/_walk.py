@@ -1,17 +1,20 @@
 """The walk's node table, which ``traverse`` walks level by level and ``hierarchical`` cuts into
 blocks: every tree's nodes numbered breadth-first, children side by side, each node's test on
 the augmented input (:func:`_nodes.node_tests`), and the exit the walk reaches (the node, mapped
-to its leaf)."""
+to its leaf); and traverse's walks per batch size, assembled into one graph (:class:`Walks`)."""
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
 
-from tree2mat.forms import _nodes, _stack
-from tree2mat.forms._graph import GraphBuilder
+from tree2mat.contract import exit_metadata
+from tree2mat.forms import _exit, _nodes, _stack
+from tree2mat.forms._graph import GraphBuilder, tensor_info
 from tree2mat.ir.core import Ensemble
 
 #: The walk's exit index: the node reached (int32, as the node tables).
@@ -98,3 +101,70 @@ MAX_NODE_TABLE_BYTES = 32 * 2**30
 
 def constant_limit() -> int:
     return MAX_NODE_TABLE_BYTES
+
+
+@dataclass(frozen=True)
+class Walks:
+    """Two or three ways a form finds the exit, chosen per batch by an ``If`` on its rows:
+    ``small`` (``If`` true: the batch has at most ``rows``, the [1] int64 constant ``limit``,
+    rows) or ``large``; each builds its :class:`_exit.Exit` in the branch builder it is given.
+    ``few``: a third walk for the fewest rows, taken first (an outer ``If`` whose other branch
+    holds the ``If`` above), or None. Everything after the exit is built in every branch, so the
+    ``If`` writes the graph's outputs (OpenVINO 2026.4 misreads a tensor an ``If`` computes and
+    the graph reads on). ``small`` takes at most ``most`` rows (its offsets' range). ``verify``
+    runs every row every way (``tree2mat.walk_rows_tensor``, ``tree2mat.walk_rows``,
+    ``tree2mat.walk_rows_max``, and ``tree2mat.walk_few*`` for ``few``)."""
+
+    cond: str
+    limit: str
+    rows: int
+    most: int
+    small: Callable[[GraphBuilder], _exit.Exit]
+    large: Callable[[GraphBuilder], _exit.Exit]
+    few: FewWalk | None = None
+
+    def assemble(self, g: GraphBuilder, ens: Ensemble, tail: _exit.Tail) -> tuple[list[onnx.ValueInfoProto], np.dtype, dict[str, str]]:
+        """Each walk with the tail after it, in the branches of the ``If`` s (everything after
+        the exit in every branch: the ``If`` writes the graph's outputs), one exit index for all
+        (so one exit map: the walks must agree on it); :class:`_exit.Branches`."""
+        outer = g.branch("rest") if self.few is not None else g
+        small, large = outer.branch("small"), outer.branch("large")
+        walks = [(small, self.small), (large, self.large)]
+        if self.few is not None:
+            walks.append((g.branch("few"), self.few.walk))
+        exits = []
+        for b, walk in walks:
+            exits.append(walk(b))
+            outs, dtype = tail(b, exits[-1])
+        exit = exits[-1]
+        if not all(e.layout == exit.layout and np.array_equal(e.order, exit.order) and np.array_equal(e.slots, exit.slots) for e in exits):
+            raise RuntimeError("the walks' exits differ in layout, which one exit index and its map cannot say")  # (a form's bug)
+        index = g.fresh("exit_node")
+        for (b, _), e in zip(walks, exits):
+            b.renamed[index] = e.index
+        T = ens.n_trees
+        written = [*outs, tensor_info(index, exit.index_dtype, [T, "N"])]
+        outer.if_(self.cond, small, large, written)
+        metadata = {
+            **exit_metadata(index, exit.exit_map, exit.layout),
+            "tree2mat.walk_rows_tensor": self.limit, "tree2mat.walk_rows": str(self.rows), "tree2mat.walk_rows_max": str(self.most),
+        }
+        if self.few is not None:
+            g.if_(self.few.cond, walks[2][0], outer, written)
+            metadata.update({"tree2mat.walk_few_tensor": self.few.limit, "tree2mat.walk_few": str(self.few.rows),
+                             "tree2mat.walk_few_max": str(self.few.most)})
+        return outs, dtype, metadata
+
+
+@dataclass(frozen=True)
+class FewWalk:
+    """The walk of :class:`Walks` for batches of at most ``rows`` rows (``cond``: the batch's
+    rows <= ``limit``, the [1] int64 constant holding ``rows``); it takes at most ``most`` rows.
+    ``verify`` runs every row through it too (``tree2mat.walk_few_tensor``,
+    ``tree2mat.walk_few``, ``tree2mat.walk_few_max``)."""
+
+    cond: str
+    limit: str
+    rows: int
+    most: int
+    walk: Callable[[GraphBuilder], _exit.Exit]

@@ -104,11 +104,11 @@ class _Tables:
     global_first: str
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, opts: GraphOptions) -> _exit.Exit | _exit.Walks:
+def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, opts: GraphOptions) -> _exit.Exit | _walk.Walks:
     """Rows walk every tree level by level, all trees at once (the exit: the node reached, trees
     deepest first, see :class:`_exit.Exit`); each step reads a node's column, threshold and
     ``first`` and moves to ``first + (value > threshold)``. A tree of depth 1 is one step; deeper
-    trees, two or three walks of the same tables (:class:`_exit.Walks`): up to :func:`flat_rows`
+    trees, two or three walks of the same tables (:class:`_walk.Walks`): up to :func:`flat_rows`
     rows, :func:`_walk_flat` (few operators, nothing copied: at a few rows the operators' overhead
     is the time); above, :func:`_walk_wide` (operators a runtime spreads over its threads); and
     where :func:`decided_rows` says so, the fewest rows :func:`_walk_decided` (every node's test
@@ -130,11 +130,11 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Comp
     few = None
     if fewest := decided_rows(T, P, int(tab.depth[0]), tree_levels(ens), tab.width):
         few_limit = g.const(np.asarray([fewest], np.int64), "decided_rows")
-        few = _exit.FewWalk(
+        few = _walk.FewWalk(
             g.op("LessOrEqual", [rows, few_limit], "decided_batch"), few_limit, fewest, decided_rows_max(T, P),
             lambda b: _exit.Exit(_walk_decided(g, b, tab, xa, rows, tables), tab.order, tab.leaf, _walk.INDEX_DTYPE),
         )
-    return _exit.Walks(
+    return _walk.Walks(
         small, limit, most, flat_rows_max(tab.width),
         lambda b: _exit.Exit(_walk_flat(g, b, tab, xa, tables, cuts(tab.depth)), tab.order, tab.leaf, _walk.INDEX_DTYPE),
         lambda b: _exit.Exit(_walk_wide(g, b, tab, xa, rows, tables), tab.order, tab.leaf, _walk.INDEX_DTYPE),

@@ -352,7 +352,7 @@ def _check_graph_input(model: onnx.ModelProto, n_features: int) -> np.dtype:
 def walks(model: onnx.ModelProto, chunk: int) -> tuple[list[tuple[str, onnx.ModelProto, int]], str | None]:
     """(walk, graph, rows per run): ``model`` run in chunks of ``chunk`` rows (walk "");
     where it walks small batches another way (traverse's ``If``, see
-    :class:`tree2mat.forms._exit.Walks`; ``tree2mat.walk_rows*`` in the metadata, one entry
+    :class:`tree2mat.forms._walk.Walks`; ``tree2mat.walk_rows*`` in the metadata, one entry
     per tree step of a pipeline), two copies instead, each walking every batch one way (the
     constants the ``If`` compares the rows with set past any batch, or below), and a third
     where it walks the fewest rows a third way (``tree2mat.walk_few*``): every row checked every
