@@ -8,9 +8,8 @@ import numpy as np
 
 from tree2mat.errors import OptionError, Tree2MatError
 from tree2mat.forms import FORMS, auto
-from tree2mat.forms.oblivious import oblivious_levels
 from tree2mat.ir.core import Ensemble
-from tree2mat.ir.matrices import paper_matrices
+from tree2mat.ir.matrices import oblivious_levels, paper_matrices
 
 
 def matrices_of(ens: Ensemble, tree: int) -> dict[str, np.ndarray]:

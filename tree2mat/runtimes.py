@@ -165,15 +165,13 @@ def cuda_cpu_nodes(model: onnx.ModelProto, X: np.ndarray, sizes: Sequence[int] |
     """``"Op name"`` of each node of ``model`` that onnxruntime's CUDA provider left to the CPU
     and that is not shape arithmetic (:func:`shape_nodes`): row data on the host. Read from the
     profile of a session (CUDA first, the CPU for the rest) run on the first ``sizes`` rows of
-    ``X`` (default: one row, one more than the decided walk takes where the graph has it, and
-    ``FLAT_ELEMENTS + 1``, so that every walk of traverse's ``If``s runs). Empty: every kernel
-    that touches rows ran on CUDA."""
+    ``X`` (default: one row, and one more than each walk of traverse's ``If`` s takes, as the
+    graph's metadata says: ``tree2mat.walk_few``, ``tree2mat.walk_rows``; so that every walk
+    runs). Empty: every kernel that touches rows ran on CUDA."""
     import onnxruntime as ort
 
-    from tree2mat.forms.traverse import FLAT_ELEMENTS
-
-    few = {p.key: p.value for p in model.metadata_props}.get("tree2mat.walk_few", "")
-    default = (1, *(int(v) + 1 for v in few.split(",") if v), FLAT_ELEMENTS + 1)
+    meta = {p.key: p.value for p in model.metadata_props}
+    default = (1, *(int(v) + 1 for key in ("tree2mat.walk_few", "tree2mat.walk_rows") for v in meta.get(key, "").split(",") if v))
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     opts.enable_profiling = True

@@ -16,9 +16,10 @@ from sklearn.ensemble import GradientBoostingRegressor
 import tree2mat
 from tree2mat.cli import main
 from tree2mat.forms import oblivious
-from tree2mat.ir import evaluate
+from tree2mat.ir import evaluate, matrices
 from tree2mat.ir.core import Aggregation, Comparison, Ensemble, Link, Task, Tree, leaf_ref
 from tree2mat.ir.io import dumps
+from tree2mat.ir.matrices import oblivious_levels
 from tree2mat.verify import synthesize
 
 from conftest import run_onnx
@@ -59,16 +60,16 @@ def catboost_like():
 def test_oblivious_levels_finds_the_level_tests_and_nothing_else(catboost_like):
     rng = np.random.default_rng(1)
     tree = oblivious_tree(4, 3, rng)
-    assert oblivious.oblivious_levels(tree).tolist() == [0, 1, 3, 7]
-    assert oblivious.oblivious_levels(oblivious_tree(0, 3, rng)).size == 0
+    assert oblivious_levels(tree).tolist() == [0, 1, 3, 7]
+    assert oblivious_levels(oblivious_tree(0, 3, rng)).size == 0
     other = tree.threshold.copy()
     other[5] = np.nextafter(other[5], np.inf)  # one node of level 2 tests another threshold
-    assert oblivious.oblivious_levels(dataclasses.replace(tree, threshold=other)) is None
+    assert oblivious_levels(dataclasses.replace(tree, threshold=other)) is None
     flipped = tree.default_left.copy()
     flipped[4] = ~flipped[4]
-    assert oblivious.oblivious_levels(dataclasses.replace(tree, default_left=flipped)) is None
+    assert oblivious_levels(dataclasses.replace(tree, default_left=flipped)) is None
     model = GradientBoostingRegressor(n_estimators=5, max_depth=3, random_state=0).fit(*make_regression(300, 4, random_state=0))
-    assert all(oblivious.oblivious_levels(t) is None for t in tree2mat.load(model).trees if t.n_leaves == 8)
+    assert all(oblivious_levels(t) is None for t in tree2mat.load(model).trees if t.n_leaves == 8)
 
 
 @pytest.mark.parametrize("comparison", [Comparison.LE, Comparison.LT])
@@ -125,7 +126,7 @@ def test_inspect_shows_an_oblivious_tree_s_levels_and_powers(catboost_like, tmp_
 def test_a_tree_deeper_than_the_matmul_holds_is_taken_as_any_tree(catboost_like, monkeypatch):
     """Past MAX_LEVELS the leaf index would pass float32's integers: such a tree goes the sign
     form's way (here the limit lowered to 3 levels)."""
-    monkeypatch.setattr(oblivious, "MAX_LEVELS", 3)
+    monkeypatch.setattr(matrices, "MAX_LEVELS", 3)
     levelled, other = oblivious.split(catboost_like)
     assert other.size and all(catboost_like.trees[t].n_leaves > 8 for t in other)
     report = tree2mat.verify(catboost_like, tree2mat.convert(catboost_like, "oblivious"), rows=300)

@@ -29,30 +29,8 @@ import onnx
 from tree2mat.forms import _exact, _exit, _nodes, _stack, _templates
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
-from tree2mat.ir.core import Ensemble, Tree
-
-#: The deepest oblivious tree whose leaf index float32 holds exactly (2^24 leaves).
-MAX_LEVELS = 24
-
-
-def oblivious_levels(tree: Tree) -> np.ndarray | None:
-    """The node that stands for each level of an oblivious tree (the level's leftmost, 2^d - 1),
-    int64 [D]; None for a tree that is not oblivious: one whose leaves are not all at depth D
-    (2^D of them), whose nodes of a level test different columns, thresholds or missing
-    directions, that has categorical nodes, or that is deeper than :data:`MAX_LEVELS`."""
-    if tree.n_internal == 0:
-        return np.zeros(0, np.int64)
-    depths = tree.leaf_depths()
-    D = int(depths.max())
-    if D > MAX_LEVELS or tree.n_leaves != 2**D or (depths != D).any() or tree.has_categorical:
-        return None
-    zero = tree.zero_missing if tree.zero_missing.size else np.zeros(tree.n_internal, bool)
-    for d in range(D):
-        level = np.arange(2**d - 1, 2 ** (d + 1) - 1)
-        for a in (tree.feature, tree.threshold, tree.default_left, zero):
-            if not (a[level] == a[level[0]]).all():
-                return None
-    return 2 ** np.arange(D, dtype=np.int64) - 1
+from tree2mat.ir.core import Ensemble
+from tree2mat.ir.matrices import oblivious_levels
 
 
 def split(ens: Ensemble) -> tuple[np.ndarray, np.ndarray]:
