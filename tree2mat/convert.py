@@ -3,7 +3,9 @@ to an ONNX graph (read -> validate -> build -> check)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import onnx
@@ -12,9 +14,11 @@ from tree2mat import attention, frontends, pipelines
 from tree2mat.attention import graph as attention_graph
 from tree2mat.build import ConvertOptions, Progress, build_graph, quiet
 from tree2mat.forms import DEFAULT_FORM, auto
+from tree2mat.forms._graph import all_nodes
 from tree2mat.frontends.sklearn import is_pipeline
 from tree2mat.ir import limits
 from tree2mat.ir.core import Ensemble
+from tree2mat.onnx_io import external_data_file
 
 
 def load(model_or_path: Any, *, max_memory: int | None = None) -> Ensemble:
@@ -110,3 +114,45 @@ def _reading(step: Progress) -> Callable[[int, int], None]:
             step(f"reading the model ({done:,} of {total:,} trees)")
 
     return report
+
+
+#: ``convert --json``'s schema version (fields are only added within a version).
+CONVERT_SCHEMA = 1
+
+
+def written(onx: Any, output: Path, size: int) -> dict[str, Any]:
+    """What ``convert`` wrote to ``output`` (``size`` bytes), as ``tree2mat convert --json`` prints
+    it (documented in docs/cli.md#convert)."""
+    meta = {p.key: p.value for p in onx.metadata_props}
+    data = external_data_file(output)
+    temperature = meta.get("tree2mat.temperature")
+    return {
+        "schema": CONVERT_SCHEMA,
+        "path": str(output),
+        "bytes": size,
+        "data_file": None if data is None else str(data),
+        "data_bytes": None if data is None else data.stat().st_size,
+        "form": meta["tree2mat.form"],
+        "exact": meta["tree2mat.exact"] == "1",
+        "auto_reason": meta.get("tree2mat.auto"),
+        "target": meta.get("tree2mat.target"),
+        "matmul": meta.get("tree2mat.matmul", "float32"),
+        "temperature": None if temperature is None else float(temperature),
+        "source": meta["tree2mat.source"],
+        "pipeline": meta["tree2mat.source"].split(" ", 1)[1] if "tree2mat.pipeline" in meta else None,
+        "n_trees": int(meta["tree2mat.n_trees"]),
+        "n_features": int(meta["tree2mat.n_features"]),
+        "opset": next(i.version for i in onx.opset_import if i.domain in ("", "ai.onnx")),
+        "nodes": sum(1 for _ in all_nodes(onx.graph)),
+        "inputs": [io_info(i) for i in onx.graph.input],
+        "outputs": [io_info(o) for o in onx.graph.output],
+        "categories": json.loads(meta["tree2mat.categories"]) if "tree2mat.categories" in meta else None,
+    }
+
+
+def io_info(value: Any) -> dict[str, Any]:
+    """An ONNX graph input or output: name, shape (a dimension's name where it has no size), dtype."""
+    tt = value.type.tensor_type
+    dims = [d.dim_param or (d.dim_value if d.HasField("dim_value") else None) for d in tt.shape.dim]
+    dtype = "string" if tt.elem_type == onnx.TensorProto.STRING else onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name
+    return {"name": value.name, "shape": dims, "dtype": dtype}

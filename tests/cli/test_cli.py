@@ -240,10 +240,10 @@ def test_convert_json_describes_the_file_written(models, tmp_path, capsys):
 
 
 def test_convert_steps_on_stderr(models, tmp_path, capsys, monkeypatch):
-    import tree2mat.cli as cli
+    from tree2mat.cli import _progress
 
     out = str(tmp_path / "m.onnx")
-    monkeypatch.setattr(cli, "PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr(_progress, "PROGRESS_DELAY_S", 0.0)
     assert main(["convert", str(models / "a.joblib"), "-o", out, "--form", "sign"]) == 0
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("convert:")]
     assert lines == [
@@ -254,15 +254,15 @@ def test_convert_steps_on_stderr(models, tmp_path, capsys, monkeypatch):
     ]
     assert main(["convert", str(models / "a.joblib"), "-o", out, "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
-    monkeypatch.setattr(cli, "PROGRESS_DELAY_S", 3600.0)  # a quick convert prints nothing
+    monkeypatch.setattr(_progress, "PROGRESS_DELAY_S", 3600.0)  # a quick convert prints nothing
     assert main(["convert", str(models / "a.joblib"), "-o", out]) == 0
     assert capsys.readouterr().err == ""
 
 
 def test_progress_bar_on_a_terminal_keeps_stdout_clean(models, tmp_path, capsys, monkeypatch):
-    import tree2mat.cli as cli
+    from tree2mat.cli import _progress
 
-    monkeypatch.setattr(cli, "PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr(_progress, "PROGRESS_DELAY_S", 0.0)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert main(["convert", str(models / "a.joblib"), "-o", str(tmp_path / "m.onnx"), "--json"]) == 0
     captured = capsys.readouterr()
@@ -272,13 +272,13 @@ def test_progress_bar_on_a_terminal_keeps_stdout_clean(models, tmp_path, capsys,
 def test_verify_of_synthesized_rows_shows_a_bar_on_a_terminal_only(models, tmp_path, capsys, monkeypatch):
     """Synthesized rows (a big model's take a minute): the bar says what verify is at, the
     reading and then the rows checked; nothing where stderr is no terminal, nor with --json -."""
-    import tree2mat.cli as cli
+    from tree2mat.cli import _progress
 
     onx = str(tmp_path / "m.onnx")
     assert main(["convert", str(models / "a.joblib"), "-o", onx, "--no-progress"]) == 0
     capsys.readouterr()
     shown: list[tuple[float, str]] = []
-    monkeypatch.setattr(cli._Progress, "_bar", lambda self, fraction, text, eta: shown.append((fraction, text)))
+    monkeypatch.setattr(_progress._Progress, "_bar", lambda self, fraction, text, eta: shown.append((fraction, text)))
     assert main(["verify", str(models / "a.joblib"), onx]) == 0
     assert shown == [] and capsys.readouterr().err == ""  # (not a terminal)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
