@@ -27,13 +27,13 @@ def inspect(
     target: str | None = typer.Option(None, "--target", help="The runtime for the form auto would pick (as for convert; default: portable)."),
     png: Path | None = typer.Option(None, "--png", help="With --tree K: draw the tree beside its matrices to this PNG instead of printing them (a large tree summarized; needs matplotlib: the plot extra)."),
     plan: bool = typer.Option(False, "--plan", help="Print what each pass of an exact form's graph makes of MODEL: the trees stacked, the node tests, the exit, the sums."),
-    form: str = typer.Option("auto", "--form", help="With --plan: the exact form (default: the one --form auto picks, as for convert)."),
-    dtype: str = typer.Option("float32", "--dtype", help="With --plan: the graph's input type, float32 or float64 (as for convert)."),
+    form: str | None = typer.Option(None, "--form", help="With --plan: the exact form (default: the one --form auto picks, as for convert)."),
+    dtype: str | None = typer.Option(None, "--dtype", help="With --plan: the graph's input type, float32 or float64 (as for convert)."),
 ) -> None:
     """Summarize MODEL, print one tree as the papers' matrices (S, t, B, bitvector, v, depth) or draw it beside them (--png), or print an exact form's passes (--plan)."""
     import tree2mat
     from tree2mat.build import DTYPES
-    from tree2mat.forms import FORMS, auto, check_form
+    from tree2mat.forms import FORMS, GraphOptions, auto, check_form
     from tree2mat.forms.auto import check_batch_hint, check_target, parse_memory
     from tree2mat.forms.passes import plan as forms_plan
     from tree2mat.inspect import matrices_of, summary
@@ -48,11 +48,12 @@ def inspect(
         _check_png(png, tree, fmt, output)
     if plan and (tree is not None or fmt == "npz"):
         raise OptionError("--plan shows the whole model's passes: leave out --tree, and --format npz (text or json)")
-    if not plan and (form != "auto" or dtype != "float32"):
+    if not plan and (form is not None or dtype is not None):
         raise OptionError("--form and --dtype choose the graph --plan shows: add --plan")
-    if dtype not in DTYPES:
+    if dtype is not None and dtype not in DTYPES:
         raise OptionError(f"--dtype {dtype}: choose float32 or float64")
-    spec = None if form == "auto" else check_form(form)
+    dtype = dtype or "float32"
+    spec = None if form in (None, "auto") else check_form(form)
     _check_output("-o", output)
     check_outputs({"-o": output, "--png": png}, {"MODEL": model})
     with _libraries_to_stderr():
@@ -60,7 +61,8 @@ def inspect(
         # 10 000 rows is refused unread; one that only passes --max-memory is summarized)
         ens = tree2mat.load(model, max_memory=max(budget, physical_memory() // 2))
     if plan:
-        spec = spec or FORMS[auto.choose(ens, budget, hint, target).form]
+        # (auto's pick as convert's at the default opset; --target may raise convert's opset)
+        spec = spec or FORMS[auto.choose(ens, budget, hint, target, GraphOptions(dtype=DTYPES[dtype])).form]
         passes = forms_plan(ens, spec, DTYPES[dtype])
         doc = {"form": spec.name, "dtype": dtype, "passes": [{"pass": name, **facts} for name, facts in passes]}
         return _emit(json.dumps(doc, indent=1) if fmt == "json" else _plan_text(doc), output)

@@ -4,6 +4,7 @@ library's own trees and against the graph ``convert`` builds (its contract's exi
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,23 @@ def test_the_plan_is_the_librarys_trees_and_the_graphs_exit(form, capsys):
     else:
         assert exit_["index"] == f"[{T}, N] int64" and exit_["positions_are"] == "leaf ids" and exit_["trees_in_order"]
     assert sums["margin_dtype"] == meta["tree2mat.arithmetic"] == "float32" and sums["link"] == "softmax"
+    assert "float32_digits" not in sums  # (XGBoost sums in float32: the graph sums as it does, no digits)
+    if form in ("sign", "bitvector", "oblivious"):
+        assert exit_["positions_are"] == "leaf ids"
     assert _plan(capsys, "--form", form, "--dtype", "float64")["passes"][3]["margin_dtype"] == "float64"
+
+
+def test_the_digits_of_the_plan_are_the_graphs(capsys):
+    """LightGBM sums in float64, so a float32 graph sums its leaf values exactly in float32
+    digits: as many digit sums in the graph as the plan says; none with --dtype float64."""
+    model = FIXTURES / "lightgbm_binary_categorical_zero_as_missing.txt"
+    assert main(["inspect", str(model), "--plan", "--form", "sign", "--format", "json"]) == 0
+    sums = json.loads(capsys.readouterr().out)["passes"][3]
+    graph = tree2mat.convert(str(model), form="sign")
+    digit_sums = {o for n in graph.graph.node for o in n.output if re.fullmatch(r"digit_sum\d+", o)}
+    assert sums["float32_digits"]["count"] == len(digit_sums) >= 2
+    assert main(["inspect", str(model), "--plan", "--form", "sign", "--dtype", "float64", "--format", "json"]) == 0
+    assert "float32_digits" not in json.loads(capsys.readouterr().out)["passes"][3]
 
 
 def test_the_plan_as_text_and_of_autos_form(capsys):
@@ -65,6 +82,8 @@ def test_the_plan_as_text_and_of_autos_form(capsys):
     (["--form", "sign"], "add --plan"),
     (["--plan", "--dtype", "float16"], "choose float32 or float64"),
     (["--plan", "--form", "nope"], "unknown form 'nope'"),
+    (["--plan", "--form", "treeensemble"], "treeensemble's graph tests columns of its own"),
+    (["--dtype", "float32"], "add --plan"),
 ])
 def test_plan_options_refused_with_one_line(args, needle, capsys):
     code = main(["inspect", str(MODEL), *args])

@@ -57,8 +57,8 @@ def test_no_row_data_on_the_cpu_and_same_leaves_as_cpu(name, form, matmul):
     """Every node that touches rows runs on CUDA: onnxruntime leaves only its shape arithmetic
     (Shape, and Slice / Concat / a compare on a few int64s) to the CPU, on purpose, which
     ``session.disable_cpu_ep_fallback`` refuses as well (seen on an H200, onnxruntime-gpu 1.31.1).
-    Every one of traverse's walks runs (1 row, one more than the decided walk takes, and
-    FLAT_ELEMENTS + 1); leaves as the CPU's at each of those batches."""
+    Every one of traverse's walks runs (1 row, and one more than each walk takes, from the
+    graph's tree2mat.walk_few and tree2mat.walk_rows); leaves as the CPU's at each of those batches."""
     model = MODELS[name]()
     onx = tree2mat.convert(model, leaves=True, form=form, matmul=matmul)
     rows, _ = synthesize(tree2mat.load(model), 9000)

@@ -107,7 +107,7 @@ def _argmax_after_a_shorter_one() -> onnx.ModelProto:
 
 @pytest.mark.parametrize("runtime", BROWSER)
 def test_jsep_reuses_an_argmax_shader_across_lengths(runtime):
-    """Why _exact.group_argmax gives each size group's ArgMax its own rank, measured: JSEP (the
+    """Why _exact.exit_by_scores gives each size group's ArgMax its own rank, measured: JSEP (the
     default import) runs the second ArgMax with the first one's shader, whose loop stops at 47
     entries, and finds 10 where the maximum is at 55; the ``/webgpu`` import finds 55, as
     onnxruntime does. When JSEP finds 55, it changed: update docs/runtimes.md and group_argmax."""

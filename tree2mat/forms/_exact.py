@@ -1,5 +1,7 @@
-"""The skeleton every exact form shares: decision bits in, exit leaf out, then leaf values and
-the head. A form supplies only how the exit leaf is found from the decision bits."""
+"""The skeleton every exact form shares: the trees stacked, the input prepared, the exit the form
+finds, then leaf values and the head (:func:`build`). A form supplies how the exit is found: an
+:class:`_exit.Exit`, or ways chosen per batch that assemble themselves (:class:`_exit.Branches`).
+Here too: the matrix forms' grouped products (:func:`exit_by_scores`) and their spec (:func:`dense_form`)."""
 
 from __future__ import annotations
 

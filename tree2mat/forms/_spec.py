@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from tree2mat.forms import _stack
+from tree2mat.forms import _nodes, _stack
 from tree2mat.forms._graph import GraphOptions
 from tree2mat.ir.core import Ensemble
 
@@ -84,6 +84,10 @@ class FormSpec:
     #: opset on (none today; ``sign`` on webgpu-jsep until 2026-11-29, docs/runtimes.md). auto,
     #: ``--target`` and verify read it through :meth:`proven`.
     proven_from: tuple[OpsetFloor, ...] = ()
+    #: Exact forms: ``node_tests(ens, st)``, the tests its graph reads on the augmented input
+    #: (``inspect --plan`` shows them); None where the graph tests other columns (``treeensemble``:
+    #: its node's own, NaN kept).
+    node_tests: Callable[[Ensemble, _stack.Stacked], _nodes.NodeTests] | None = _nodes.node_tests
     #: onnxruntime's devices that run every operator of its graphs that touches rows (``cuda``:
     #: the CUDA provider has a kernel for each; ``bench --device cuda`` times only such graphs).
     devices: tuple[str, ...] = ("cpu", "cuda")

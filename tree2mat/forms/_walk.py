@@ -51,11 +51,17 @@ def table_nodes(ens: Ensemble) -> int:
     return max(2 * t.n_internal + 1 for t in ens.trees)
 
 
+def node_tests(ens: Ensemble, st: _stack.Stacked) -> _nodes.NodeTests:
+    """The tests the node table holds: every node's (:func:`_nodes.node_tests`) and the leaves'
+    test that never holds (a block of its own)."""
+    return _nodes.node_tests(ens, st, extra=(_nodes.NEVER[0],))
+
+
 def node_table(ens: Ensemble, st: _stack.Stacked) -> NodeTable:
     """Each node's test (:func:`_nodes.node_tests`) at its breadth-first place; a swap node's
     children change places, so that ``value > threshold`` leads to ``first + 1`` everywhere."""
     never, never_threshold = _nodes.NEVER
-    tests = _nodes.node_tests(ens, st, extra=(never,))
+    tests = node_tests(ens, st)
     T = st.n_trees
     P = table_nodes(ens)
     column = np.full((T, P), tests.offset[never], np.int32)

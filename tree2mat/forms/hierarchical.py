@@ -225,4 +225,5 @@ FORM = FormSpec(
     summary="hierarchical decision machine: trees cut into blocks of depth k, each the perfect tree's bitvector machine; ceil(D/k) stages of a dozen operators",
     constant_bytes=constant_bytes, bytes_per_row=bytes_per_row, constant_limit=_walk.constant_limit,
     us_per_row=us_per_row, call_us=call_us, matmul=("float32",), exit_layout=exit_layout, proven_on=ALL_RUNTIMES,
+    node_tests=_walk.node_tests,
 )

@@ -21,8 +21,12 @@ def plan(ens: Ensemble, spec: FormSpec, dtype: np.dtype = np.dtype(np.float32)) 
     taking ``dtype`` rows."""
     if not spec.exact or spec.exit_layout is None:
         raise OptionError(f"--plan shows an exact form's passes; {spec.name} is an approximation (its tests are sigmoids, not exits)")
+    if spec.node_tests is None:
+        raise OptionError(f"--plan shows the passes of the exact forms that test the augmented input; {spec.name}'s graph tests columns of its own "
+                          "(docs/graph.md#treeensemble): choose another --form")
     st = _stack.stack(ens, dtype)
-    return [("stack", _stacked(ens, st)), ("nodes", _node_tests(ens, st)), ("exit", _exit(ens, spec, dtype)), ("sums", _summed(ens, st, dtype))]
+    return [("stack", _stacked(ens, st)), ("nodes", _node_tests(ens, st, spec.node_tests(ens, st))), ("exit", _exit(ens, spec, dtype)),
+            ("sums", _summed(ens, st, dtype))]
 
 
 def _stacked(ens: Ensemble, st: _stack.Stacked) -> dict[str, Any]:
@@ -35,10 +39,9 @@ def _stacked(ens: Ensemble, st: _stack.Stacked) -> dict[str, Any]:
     }
 
 
-def _node_tests(ens: Ensemble, st: _stack.Stacked) -> dict[str, Any]:
+def _node_tests(ens: Ensemble, st: _stack.Stacked, tests: _nodes.NodeTests) -> dict[str, Any]:
     """The input's preparation, then per block of the augmented input its columns and the
     nodes (not the padding) that read it."""
-    tests = _nodes.node_tests(ens, st)
     real = np.arange(st.n_internal)[None, :] < np.asarray([t.n_internal for t in ens.trees])[:, None]
     ends = [*(tests.offset[b] for b in tests.blocks[1:]), tests.width]
     blocks = {
@@ -58,7 +61,7 @@ def _exit(ens: Ensemble, spec: FormSpec, dtype: np.dtype) -> dict[str, Any]:
     assert spec.exit_layout is not None
     order, slots, index_dtype = spec.exit_layout(ens, dtype)
     T, S = slots.shape
-    ids = np.array_equal(slots, np.broadcast_to(np.arange(S), (T, S)))
+    ids = bool(np.all((slots == np.arange(S)[None, :]) | (slots == -1)))  # (-1: past a tree's leaves)
     return {
         "index": f"[{T}, N] {np.dtype(index_dtype).name}", "positions_per_tree": int(S),
         "positions_are": "leaf ids" if ids else "nodes of the tree (leaves among them)",
@@ -69,7 +72,9 @@ def _exit(ens: Ensemble, spec: FormSpec, dtype: np.dtype) -> dict[str, Any]:
 def _summed(ens: Ensemble, st: _stack.Stacked, dtype: np.dtype) -> dict[str, Any]:
     internal = _sums.internal_dtype(ens, GraphOptions(dtype=dtype))
     out: dict[str, Any] = {"margin_dtype": internal.name, "aggregation": ens.aggregation.value, "link": ens.link.value}
-    if internal == np.float32:  # (exact float32 sums: the values split into digits on fixed grids)
+    # (exact float32 sums of a library that sums in float64: the values split into digits on
+    # fixed grids; a library that sums in float32 is summed as it does, in its order)
+    if internal == np.float32 and np.dtype(ens.accumulate_dtype) != np.float32:
         digits = _sums.digit_plan(ens, st)
         out["float32_digits"] = {"count": digits.n_digits, "bits_between_grids": digits.bits}
     return out

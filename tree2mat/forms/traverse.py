@@ -422,4 +422,5 @@ FORM = FormSpec(
     run_us=run_us,
     exit_layout=_walk.exit_layout,
     proven_on=ALL_RUNTIMES,
+    node_tests=_walk.node_tests,
 )

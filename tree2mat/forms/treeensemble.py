@@ -296,4 +296,5 @@ FORM = FormSpec(
     exit_layout=exit_layout,
     proven_on=PROVEN_ON,
     devices=("cpu",),  # (onnxruntime's CUDA provider has no TreeEnsemble kernel: the CPU runs it)
+    node_tests=None,
 )
