@@ -30,7 +30,10 @@ def _version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
     debug: bool = typer.Option(False, "--debug", help="Show the full traceback on errors."),
-    safe: bool = typer.Option(False, "--safe", help="Refuse pickle files (.pkl/.pickle/.joblib: loading one can run any code); read only .skops, XGBoost .json/.ubj, LightGBM .txt and tree2mat IR. Also TREE2MAT_SAFE=1. Anywhere on the line."),
+    safe: bool = typer.Option(False, "--safe", help=(
+        "Refuse pickle files (.pkl/.pickle/.joblib: loading one can run any code); read only .skops, XGBoost "
+        ".json/.ubj, LightGBM .txt and tree2mat IR. Also TREE2MAT_SAFE=1. Anywhere on the line."
+    )),
 ) -> None:
     """tree2mat: exact decision-machine ONNX graphs for tree models."""
 

@@ -1,4 +1,5 @@
-"""What the commands share for output: checking output paths, writing files, describing a graph's inputs and outputs, sizes, and the libraries' prints sent to stderr."""
+"""What the commands share for output: checking output paths, writing files, describing a
+graph's inputs and outputs, sizes, and the libraries' prints sent to stderr."""
 
 from __future__ import annotations
 

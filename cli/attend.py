@@ -19,20 +19,40 @@ ATTEND_SCHEMA = 1
 
 @app.command()
 def attend(
-    model: Path = typer.Argument(..., metavar="MODEL", help="A fitted scikit-learn RandomForestRegressor/Classifier or ExtraTreesRegressor/Classifier (any file convert reads)."),
-    data: Path = typer.Option(..., "--data", help="Rows and targets (a classifier's: its class labels) the attention is fitted on (leaf means, epsilon, tau, w): .npz with arrays X and y; .npy rows with --target y.npy; .csv or .parquet with --target COLUMN."),
+    model: Path = typer.Argument(..., metavar="MODEL", help=(
+        "A fitted scikit-learn RandomForestRegressor/Classifier or ExtraTreesRegressor/Classifier (any file convert "
+        "reads)."
+    )),
+    data: Path = typer.Option(..., "--data", help=(
+        "Rows and targets (a classifier's: its class labels) the attention is fitted on (leaf means, epsilon, tau, w): "
+        ".npz with arrays X and y; .npy rows with --target y.npy; .csv or .parquet with --target COLUMN."
+    )),
     header: bool | None = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
-    output: Path = typer.Option(..., "-o", "--output", help="Where to write the attention forest (JSON; replaced only on success); tree2mat convert and verify take it."),
-    target: str | None = typer.Option(None, "--target", help="The targets: a .csv/.parquet column (header name or 0-based number), a .npz array name (default y), or the .npy file of them."),
-    variant: int = typer.Option(1, "--variant", help="ABRF variant: 1 (the contamination model, eq. 14-16: w by a quadratic or linear program), 2 (a softmax with trainable tree scales v and feature weights z, eq. 23, by gradients), 3 (both, eq. 24); 2 and 3 start from ABRF-1's tau and take --loss l2."),
-    loss: str = typer.Option("l2", "--loss", help="l2 (the quadratic program, eq. 15) or l1 (the linear program, eq. 20-22) for w, and the error epsilon and tau are chosen by."),
+    output: Path = typer.Option(..., "-o", "--output", help=(
+        "Where to write the attention forest (JSON; replaced only on success); tree2mat convert and verify take it."
+    )),
+    target: str | None = typer.Option(None, "--target", help=(
+        "The targets: a .csv/.parquet column (header name or 0-based number), a .npz array name (default y), or the "
+        ".npy file of them."
+    )),
+    variant: int = typer.Option(1, "--variant", help=(
+        "ABRF variant: 1 (the contamination model, eq. 14-16: w by a quadratic or linear program), 2 (a softmax with "
+        "trainable tree scales v and feature weights z, eq. 23, by gradients), 3 (both, eq. 24); 2 and 3 start from "
+        "ABRF-1's tau and take --loss l2."
+    )),
+    loss: str = typer.Option("l2", "--loss", help=(
+        "l2 (the quadratic program, eq. 15) or l1 (the linear program, eq. 20-22) for w, and the error epsilon and tau "
+        "are chosen by."
+    )),
     epsilon: str = typer.Option("auto", "--epsilon", help="Contamination epsilon in [0, 1], or auto: cross-validated over 0, 0.25, 0.5, 0.75, 1."),
-    tau: str = typer.Option("auto", "--tau", help="Softmax temperature tau > 0, or auto: cross-validated over 0.01 to 100 times the rows' median ||x - A||^2 / 2."),
+    tau: str = typer.Option("auto", "--tau", help=(
+        "Softmax temperature tau > 0, or auto: cross-validated over 0.01 to 100 times the rows' median ||x - A||^2 / 2."
+    )),
     folds: int = typer.Option(5, "--folds", help="Cross-validation folds (for auto, and the scores printed)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the folds' shuffle."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as one JSON object on stdout instead of the table."),
 ) -> None:
-    """Fit an attention-based random forest (ABRF) on MODEL's trees and write it to OUT; print the forest's R^2 and MAE (classifiers: accuracy and log-loss) as fitted, next to the ABRF's, cross-validated (epsilon and tau chosen within each training fold)."""
+    """Fit an attention-based random forest (ABRF) on MODEL's trees and write it to OUT; print the forest's R^2 and MAE (classifiers: accuracy and log-loss) as fitted, next to the ABRF's, cross-validated (epsilon and tau chosen within each training fold)."""  # noqa: E501
     import tree2mat
     from tree2mat import attention
     from tree2mat.data import load_labelled

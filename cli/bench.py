@@ -23,14 +23,23 @@ def bench(
     peers: bool = typer.Option(True, "--peers/--no-peers", help="Also time the peer TreeEnsemble converter (skl2onnx / onnxmltools: the bench extra)."),
     repeat: int = typer.Option(5, "--repeat", help="Timed runs per batch size (at least 50 at batch 1)."),
     threads: int | None = typer.Option(None, "--threads", help="onnxruntime intra-op threads (default: onnxruntime's)."),
-    device: str = typer.Option("cpu", "--device", help="cpu, or cuda: tree2mat's and Hummingbird's graphs on the CUDA provider, none timed with row data on the CPU (TreeEnsemble has no CUDA kernel: CPU)."),
-    max_memory: str | None = typer.Option(None, "--max-memory", help="Largest estimated memory of a tree2mat graph at one batch, e.g. 8G (default: half this machine's memory); larger batches are not timed."),
+    device: str = typer.Option("cpu", "--device", help=(
+        "cpu, or cuda: tree2mat's and Hummingbird's graphs on the CUDA provider, none timed with row data on the CPU "
+        "(TreeEnsemble has no CUDA kernel: CPU)."
+    )),
+    max_memory: str | None = typer.Option(None, "--max-memory", help=(
+        "Largest estimated memory of a tree2mat graph at one batch, e.g. 8G (default: half this machine's memory); "
+        "larger batches are not timed."
+    )),
     batch_hint: int | None = typer.Option(None, "--batch-hint", help="--form auto's batch hint (as for convert; default 10000)."),
-    target: str | None = typer.Option(None, "--target", help="--form auto's target runtime (as for convert; default: portable). The timings are onnxruntime's (--device) whatever the target."),
+    target: str | None = typer.Option(None, "--target", help=(
+        "--form auto's target runtime (as for convert; default: portable). The timings are onnxruntime's (--device) "
+        "whatever the target."
+    )),
     json_out: Path | None = typer.Option(None, "--json", help="Write the figures as JSON to this file ('-' for stdout)."),
     plot: Path | None = typer.Option(None, "--plot", help="Draw rows/s per contender and batch size to this PNG (needs matplotlib: the plot extra)."),
 ) -> None:
-    """Time MODEL's graphs next to the peers (TreeEnsemble, Hummingbird when installed) and the library's predict: rows/s, latency, peak memory, mismatch counts."""
+    """Time MODEL's graphs next to the peers (TreeEnsemble, Hummingbird when installed) and the library's predict: rows/s, latency, peak memory, mismatch counts."""  # noqa: E501
     from tree2mat.bench import bench as run_bench
     from tree2mat.bench import parse_batches, plot_report
     from tree2mat.forms.auto import parse_memory

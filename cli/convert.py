@@ -17,20 +17,47 @@ from ._progress import _Progress
 
 @app.command()
 def convert(
-    model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, XGBoost .json/.ubj, LightGBM model text .txt, or tree2mat IR .json; or a scikit-learn Pipeline ending in a tree model (through skl2onnx: the pipelines extra)."),
+    model: Path = typer.Argument(..., metavar="MODEL", help=(
+        "Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, XGBoost .json/.ubj, LightGBM model "
+        "text .txt, or tree2mat IR .json; or a scikit-learn Pipeline ending in a tree model (through skl2onnx: the "
+        "pipelines extra)."
+    )),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the ONNX file (replaced only on success)."),
     form: str = typer.Option("auto", "--form", help=f"Graph form: auto (default: the fastest exact form within --max-memory), {_forms_help()}."),
-    dtype: str | None = typer.Option(None, "--dtype", help="Input dtype: float32 (default for a tree model) or float64 (default for a pipeline: its preprocessing then computes what scikit-learn computes); float outputs follow it."),
-    opset: int | None = typer.Option(None, "--opset", help="ONNX opset, 13 to 26 (default 19, which onnxruntime 1.16 and newer load; for a pipeline up to the newest skl2onnx converts)."),
+    dtype: str | None = typer.Option(None, "--dtype", help=(
+        "Input dtype: float32 (default for a tree model) or float64 (default for a pipeline: its preprocessing then "
+        "computes what scikit-learn computes); float outputs follow it."
+    )),
+    opset: int | None = typer.Option(None, "--opset", help=(
+        "ONNX opset, 13 to 26 (default 19, which onnxruntime 1.16 and newer load; for a pipeline up to the newest "
+        "skl2onnx converts)."
+    )),
     raw: bool = typer.Option(False, "--raw", help="Output the margin before the link (label kept for classifiers)."),
     leaves: bool = typer.Option(False, "--leaves", help="Add a 'leaves' output [N, trees] with each row's leaf ids (exact forms)."),
-    max_memory: str | None = typer.Option(None, "--max-memory", help="Memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G (the default), 512M: auto picks the fastest form within it; an explicit form over it is refused, naming one that fits."),
-    batch_hint: int | None = typer.Option(None, "--batch-hint", help="--form auto: rows per run the graph will mostly see (default 10000); auto picks the form fastest for such runs (1: latency, where the operators' overhead counts most)."),
-    temperature: float | None = typer.Option(None, "--temperature", help="soft/softmax forms: temperature, in input-feature units (default 1); the graph is exact only as it goes to 0."),
-    matmul: str = typer.Option("float32", "--matmul", help="sign/bitvector forms: element type of the path-matching MatMul: float32, float16 or int8 (MatMulInteger); exact in each."),
+    max_memory: str | None = typer.Option(None, "--max-memory", help=(
+        "Memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G (the default), 512M: auto "
+        "picks the fastest form within it; an explicit form over it is refused, naming one that fits."
+    )),
+    batch_hint: int | None = typer.Option(None, "--batch-hint", help=(
+        "--form auto: rows per run the graph will mostly see (default 10000); auto picks the form fastest for such runs"
+        " (1: latency, where the operators' overhead counts most)."
+    )),
+    temperature: float | None = typer.Option(None, "--temperature", help=(
+        "soft/softmax forms: temperature, in input-feature units (default 1); the graph is exact only as it goes to 0."
+    )),
+    matmul: str = typer.Option("float32", "--matmul", help=(
+        "sign/bitvector forms: element type of the path-matching MatMul: float32, float16 or int8 (MatMulInteger); "
+        "exact in each."
+    )),
     target: str | None = typer.Option(None, "--target", help=_target_help() + " Recorded in the graph (metadata tree2mat.target)."),
-    json_out: bool = typer.Option(False, "--json", help="Print what was written as one JSON object on stdout (path, form, sizes, opset, inputs, outputs, ...) instead of the sentence."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the steps of a convert that takes over a second on stderr (a bar on a terminal, a line per step otherwise)."),
+    json_out: bool = typer.Option(False, "--json", help=(
+        "Print what was written as one JSON object on stdout (path, form, sizes, opset, inputs, outputs, ...) instead "
+        "of the sentence."
+    )),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help=(
+        "Show the steps of a convert that takes over a second on stderr (a bar on a terminal, a line per step "
+        "otherwise)."
+    )),
 ) -> None:
     """Convert MODEL to an ONNX graph."""
     import tree2mat

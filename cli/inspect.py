@@ -25,12 +25,18 @@ def inspect(
     max_memory: str = typer.Option("4G", "--max-memory", help="Memory budget for the form auto would pick (as for convert)."),
     batch_hint: int | None = typer.Option(None, "--batch-hint", help="Rows per run for the form auto would pick (as for convert; default 10000)."),
     target: str | None = typer.Option(None, "--target", help="The runtime for the form auto would pick (as for convert; default: portable)."),
-    png: Path | None = typer.Option(None, "--png", help="With --tree K: draw the tree beside its matrices to this PNG instead of printing them (a large tree summarized; needs matplotlib: the plot extra)."),
-    plan: bool = typer.Option(False, "--plan", help="Print what each pass of an exact form's graph makes of MODEL: the trees stacked, the node tests, the exit, the sums."),
+    png: Path | None = typer.Option(None, "--png", help=(
+        "With --tree K: draw the tree beside its matrices to this PNG instead of printing them (a large tree "
+        "summarized; needs matplotlib: the plot extra)."
+    )),
+    plan: bool = typer.Option(False, "--plan", help=(
+        "Print what each pass of an exact form's graph makes of MODEL: the trees stacked, the node tests, the exit, the"
+        " sums."
+    )),
     form: str | None = typer.Option(None, "--form", help="With --plan: the exact form (default: the one --form auto picks, as for convert)."),
     dtype: str | None = typer.Option(None, "--dtype", help="With --plan: the graph's input type, float32 or float64 (as for convert)."),
 ) -> None:
-    """Summarize MODEL, print one tree as the papers' matrices (S, t, B, bitvector, v, depth) or draw it beside them (--png), or print an exact form's passes (--plan)."""
+    """Summarize MODEL, print one tree as the papers' matrices (S, t, B, bitvector, v, depth) or draw it beside them (--png), or print an exact form's passes (--plan)."""  # noqa: E501
     import tree2mat
     from tree2mat.build import DTYPES
     from tree2mat.forms import FORMS, GraphOptions, auto, check_form
@@ -78,7 +84,8 @@ def inspect(
 
         size = atomic_write(png, draw_tree(ens, tree, model_name=model.name))
         n_leaf, n_int = mats["B"].shape
-        typer.echo(f"wrote {png} ({_human(size)}): tree {tree} ({n_int} internal nodes, {n_leaf} leaves) beside {'W' if 'W' in mats else 'S'}, t, B, the bitvector and v")
+        typer.echo(f"wrote {png} ({_human(size)}): tree {tree} ({n_int} internal nodes, {n_leaf} leaves) "
+                   f"beside {'W' if 'W' in mats else 'S'}, t, B, the bitvector and v")
         return None
     if fmt == "npz":
         if output is None:
