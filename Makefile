@@ -17,7 +17,7 @@ NODE_STAMP := $(NODE_DIR)/.tree2mat-installed
 HAS_NODE   := $(shell command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && echo yes)
 export TREE2MAT_NODE_MODULES := $(CURDIR)/$(NODE_DIR)/node_modules
 
-.PHONY: demo test test-fast test-webgpu fuzz install node treeple floor clean
+.PHONY: demo test test-fast test-tiers test-webgpu fuzz install node treeple floor clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -99,6 +99,13 @@ test-fast: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 -m "not slow"
+
+# The tiers from measured durations: the suite as make test runs it, with pytest's durations;
+# tests/tiers.py writes the tests of 3 s or more to tests/slow.txt (conftest.py marks them slow).
+test-tiers: $(STAMP)
+	@mkdir -p build
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --durations=0 --durations-min=0.2 | tee build/durations.log
+	$(BIN)/python tests/tiers.py build/durations.log > tests/slow.txt
 
 # WebGPU in headless Chromium (onnxruntime-web's WebGPU backend on SwiftShader's adapter): the
 # runtime matrix's models and the browser example (examples/web). Not part of make test (CI has

@@ -155,3 +155,16 @@ def oblique_model(kind: str = "tree", n_classes: int = 3, seed: int = 0):
     else:
         model = RandomForestClassifier(n_estimators=10, max_depth=6, random_state=seed).fit(XZ[:1500], y[:1500])
     return model, terms, X[1500:], oblique_ir(model, terms, 8)
+
+
+#: The tests measured slow (tests/tiers.py wrote tests/slow.txt from a make test run): marked
+#: ``slow`` here, so that make test-fast leaves them out.
+_MEASURED_SLOW = frozenset(
+    line.strip() for line in (Path(__file__).parent / "slow.txt").read_text().splitlines() if line.strip() and not line.startswith("#")
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid in _MEASURED_SLOW:
+            item.add_marker(pytest.mark.slow)
