@@ -65,6 +65,13 @@ class ExitMap:
     slots: np.ndarray  # int64 [T, S]
     index_dtype: np.dtype
 
+    @property
+    def layout(self) -> str:
+        """:data:`EXIT_LEAVES` where the index is the leaf ids (int64), trees in order; else :data:`EXIT_MAPPED`."""
+        T, S = self.slots.shape
+        same = np.array_equal(self.order, np.arange(T)) and np.array_equal(self.slots, np.broadcast_to(np.arange(S), (T, S)))
+        return EXIT_LEAVES if same and self.index_dtype == np.int64 else EXIT_MAPPED
+
     def leaf_ids(self, index: np.ndarray) -> np.ndarray:
         """The leaf ids [T, N] of ``index`` [T, N], trees in order (:func:`leaf_ids_of`)."""
         return leaf_ids_of(index, self.order, self.slots)
@@ -175,8 +182,10 @@ def leaf_ids_of(index: np.ndarray, order: np.ndarray, slots: np.ndarray) -> np.n
 _LEAF_ID_TREES = 64
 
 
-def exit_metadata(index: str, exit_map: ExitMap, layout: str) -> dict[str, str]:
-    """The contract's keys of an exact graph whose exit index is the tensor ``index``."""
+def exit_metadata(index: str, exit_map: ExitMap) -> dict[str, str]:
+    """The contract's keys of an exact graph whose exit index is the tensor ``index``, mapped
+    to leaf ids by ``exit_map`` (written only where it is not the identity)."""
+    layout = exit_map.layout
     return {LEAF_KEY: index, LAYOUT_KEY: layout, **({MAP_KEY: exit_map_text(exit_map)} if layout == EXIT_MAPPED else {})}
 
 

@@ -249,7 +249,7 @@ def build(
 
     if isinstance(found, _exit.Exit):
         outs, dtype = tail(g, found)
-        metadata = exit_metadata(found.index, found.exit_map, found.layout)
+        metadata = exit_metadata(found.index, found.exit_map)
     else:  # (ways chosen per batch, each with the tail after it: the form assembles them)
         outs, dtype, metadata = found.assemble(g, ens, tail)
     return model(g, ens, outs, dtype, opts, f"tree2mat {name} form of {ens.source}", metadata)

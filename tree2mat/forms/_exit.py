@@ -11,7 +11,7 @@ from typing import Protocol
 import numpy as np
 import onnx
 
-from tree2mat.contract import EXIT_LEAVES, EXIT_MAPPED, ExitMap
+from tree2mat.contract import EXIT_LEAVES, ExitMap
 from tree2mat.forms._graph import GraphBuilder
 from tree2mat.ir.core import Ensemble
 
@@ -50,16 +50,9 @@ class Exit:
     def exit_map(self) -> ExitMap:
         return ExitMap(self.order, self.slots, self.index_dtype)
 
-    @property
-    def layout(self) -> str:
-        """:data:`EXIT_LEAVES` where the index is the leaf ids, trees in order; else :data:`EXIT_MAPPED`."""
-        T, S = self.slots.shape
-        same = np.array_equal(self.order, np.arange(T)) and np.array_equal(self.slots, np.broadcast_to(np.arange(S), (T, S)))
-        return EXIT_LEAVES if same and self.index_dtype == np.int64 else EXIT_MAPPED
-
     def leaf_ids(self, g: GraphBuilder, name: str | None = None) -> str:
         """The leaf ids [T, N] int64, trees in the ensemble's order (``name``: the tensor's)."""
-        if self.layout == EXIT_LEAVES:
+        if self.exit_map.layout == EXIT_LEAVES:
             return self.index if name is None else g.op("Identity", [self.index], out=name)
         # The index's rows put in tree order first, then the leaf at each position (the slots
         # reordered alike). Gathering the leaves first and their rows after, IREE 3.13 fused the

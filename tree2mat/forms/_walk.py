@@ -143,7 +143,7 @@ class Walks:
             exits.append(walk(b))
             outs, dtype = tail(b, exits[-1])
         exit = exits[-1]
-        if not all(e.layout == exit.layout and np.array_equal(e.order, exit.order) and np.array_equal(e.slots, exit.slots) for e in exits):
+        if not all(e.index_dtype == exit.index_dtype and np.array_equal(e.order, exit.order) and np.array_equal(e.slots, exit.slots) for e in exits):
             raise RuntimeError("the walks' exits differ in layout, which one exit index and its map cannot say")  # (a form's bug)
         index = g.fresh("exit_node")
         for (b, _), e in zip(walks, exits):
@@ -152,7 +152,7 @@ class Walks:
         written = [*outs, tensor_info(index, exit.index_dtype, [T, "N"])]
         outer.if_(self.cond, small, large, written)
         metadata = {
-            **exit_metadata(index, exit.exit_map, exit.layout),
+            **exit_metadata(index, exit.exit_map),
             "tree2mat.walk_rows_tensor": self.limit, "tree2mat.walk_rows": str(self.rows), "tree2mat.walk_rows_max": str(self.most),
         }
         if self.few is not None:
