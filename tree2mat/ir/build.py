@@ -33,38 +33,8 @@ def tree_from_nodes(
     n_nodes = int(is_leaf.shape[0])
     if not 0 <= root < n_nodes:
         raise InvalidTreeError(f"{where}: root {root} outside [0, {n_nodes})")
-    seen = np.zeros(n_nodes, bool)
-
-    def visit(node: int) -> int:
-        if not 0 <= node < n_nodes:
-            raise InvalidTreeError(f"{where}: child id {node} outside [0, {n_nodes})")
-        if seen[node]:
-            raise InvalidTreeError(f"{where}: node {node} is reached twice (cycle or shared child)")
-        seen[node] = True
-        return node
-
-    # Breadth-first numbering of internal nodes.
-    internal: list[int] = []
-    level = [visit(root)]
-    while level:
-        nxt: list[int] = []
-        for node in level:
-            if is_leaf[node]:
-                continue
-            internal.append(node)
-            nxt.append(visit(int(children_left[node])))
-            nxt.append(visit(int(children_right[node])))
-        level = nxt
-    # Leaves left to right.
-    leaves: list[int] = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if is_leaf[node]:
-            leaves.append(node)
-        else:
-            stack.append(int(children_right[node]))
-            stack.append(int(children_left[node]))
+    internal = _internal_breadth_first(children_left, children_right, is_leaf, root, where)
+    leaves = _leaves_left_to_right(children_left, children_right, is_leaf, root)
 
     int_id = {node: i for i, node in enumerate(internal)}
     leaf_id = {node: j for j, node in enumerate(leaves)}
@@ -90,6 +60,52 @@ def tree_from_nodes(
         cat_left=cat_left,
         zero_missing=np.zeros(0, bool) if zero_missing is None or not idx.size else np.asarray(zero_missing, bool)[idx],
     )
+
+
+def _internal_breadth_first(
+    children_left: np.ndarray, children_right: np.ndarray, is_leaf: np.ndarray, root: int, where: str
+) -> list[int]:
+    """The source ids of the internal nodes below ``root``, breadth-first (the IR's numbering).
+    Every node is reached once: a child id out of range, a cycle or a shared child is refused
+    here, so the walks that follow end."""
+    n_nodes = int(is_leaf.shape[0])
+    seen = np.zeros(n_nodes, bool)
+
+    def visit(node: int) -> int:
+        if not 0 <= node < n_nodes:
+            raise InvalidTreeError(f"{where}: child id {node} outside [0, {n_nodes})")
+        if seen[node]:
+            raise InvalidTreeError(f"{where}: node {node} is reached twice (cycle or shared child)")
+        seen[node] = True
+        return node
+
+    internal: list[int] = []
+    level = [visit(root)]
+    while level:
+        nxt: list[int] = []
+        for node in level:
+            if is_leaf[node]:
+                continue
+            internal.append(node)
+            nxt.append(visit(int(children_left[node])))
+            nxt.append(visit(int(children_right[node])))
+        level = nxt
+    return internal
+
+
+def _leaves_left_to_right(children_left: np.ndarray, children_right: np.ndarray, is_leaf: np.ndarray, root: int) -> list[int]:
+    """The source ids of the leaves below ``root``, left to right (the IR's numbering); the tree
+    is one already walked by :func:`_internal_breadth_first`."""
+    leaves: list[int] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if is_leaf[node]:
+            leaves.append(node)
+        else:
+            stack.append(int(children_right[node]))
+            stack.append(int(children_left[node]))
+    return leaves
 
 
 def _categorical_arrays(

@@ -2,425 +2,59 @@
 
 Every frontend lowers its model to this IR, every form builds its graph from it, and the
 reference evaluator (``tree2mat.ir.evaluate``) defines what the graph must compute.
+
+This module holds the ensemble and its checks; the tree (``tree.py``), the projections of
+oblique nodes (``projections.py``) and the settings' enums (``enums.py``) live beside it, and
+every name of the IR is importable from here.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tree2mat.errors import InvalidTreeError
+from tree2mat.ir.enums import (
+    BINARY_LINKS,
+    Aggregation,
+    CategoryCodes,
+    Comparison,
+    LabelRule,
+    Link,
+    Task,
+    category_codes,
+    named_codes,
+)
+from tree2mat.ir.projections import Projections
+from tree2mat.ir.tree import Tree, leaf_ref, ref_is_leaf, ref_leaf_index
 
-
-class Comparison(enum.Enum):
-    """How the source library compares a feature value ``x`` with a threshold ``t`` to go left."""
-
-    LE = "<="  # scikit-learn, LightGBM
-    LT = "<"  # XGBoost
-
-
-class Aggregation(enum.Enum):
-    """How per-tree outputs are combined."""
-
-    SUM = "sum"  # boosting, isolation forests
-    MEAN = "mean"  # random forests
-
-
-class Link(enum.Enum):
-    """Applied to the aggregated margin (after the base score) to get the model output."""
-
-    IDENTITY = "identity"
-    SIGMOID = "sigmoid"  # y = sigmoid(m) (XGBoost reg:logistic); classifiers: one-vs-all p per column
-    LOGISTIC = "logistic"  # binary: p = sigmoid(m); probabilities [1 - p, p]
-    LOGISTIC_2X = "logistic_2x"  # binary, exponential loss: p = sigmoid(2 m)
-    MARGIN = "margin"  # binary: p = m itself (XGBoost binary:logitraw's predict_proba)
-    STEP = "step"  # binary: p = 1 if m > 0 else 0 (XGBoost binary:hinge)
-    SOFTMAX = "softmax"
-    EXP = "exp"
-    SOFTPLUS = "softplus"  # regression: y = log(1 + exp(m)) (LightGBM cross_entropy_lambda)
-    ISOLATION = "isolation"  # score_samples = -2 ** (-m / denominator)
-
-
-#: Links of binary classifiers: one margin column per output of two classes; probabilities
-#: [1 - p, p] with p from the margin as each link says.
-BINARY_LINKS = (Link.LOGISTIC, Link.LOGISTIC_2X, Link.MARGIN, Link.STEP)
-
-
-class Task(enum.Enum):
-    REGRESSION = "regression"
-    CLASSIFICATION = "classification"
-    OUTLIER = "outlier"
-
-
-class LabelRule(enum.Enum):
-    """How a classifier's label follows from its margin (after the base score, before the link)."""
-
-    ARGMAX = "argmax"  # first maximal column per output group
-    POSITIVE = "positive"  # binary, one margin column per output: class 1 iff m > cutoff
-    NON_NEGATIVE = "non_negative"  # binary, one margin column per output: class 1 iff m >= cutoff
-
-
-class CategoryCodes(enum.Enum):
-    """How a categorical node turns an input value into the category code it looks up."""
-
-    EXACT = "exact"  # scikit-learn: the value itself; it matches a category equal to it
-    TRUNCATE = "truncate"  # LightGBM: int(x) (toward zero); a negative result matches nothing
-    NONNEGATIVE_TRUNCATE = "nonnegative_truncate"  # XGBoost: x < 0 matches nothing, else int(x)
-
-
-def category_codes(x: np.ndarray, rule: CategoryCodes) -> np.ndarray:
-    """The codes ``rule`` gives float values ``x`` (NaN stays NaN; -1 for a value that matches
-    no category)."""
-    if rule is CategoryCodes.EXACT:
-        return x
-    with np.errstate(invalid="ignore"):
-        invalid = x <= -1 if rule is CategoryCodes.TRUNCATE else x < 0
-        return np.where(invalid, -1.0, np.trunc(x) + 0.0)  # + 0.0: -0.0 becomes 0.0
-
-
-def named_codes(x: np.ndarray, rule: CategoryCodes, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The codes ``rule`` gives float values ``x`` of a column of ``n`` named categories, and
-    where each names one (a whole code from 0 to n - 1)."""
-    codes = category_codes(np.asarray(x, np.float64), rule)
-    with np.errstate(invalid="ignore"):
-        return codes, (codes >= 0) & (codes < n) & (codes == np.trunc(codes))
-
+__all__ = [
+    "BINARY_LINKS",
+    "MAX_FEATURES",
+    "MAX_OUTPUTS",
+    "Aggregation",
+    "CategoryCodes",
+    "Comparison",
+    "Ensemble",
+    "LabelRule",
+    "Link",
+    "OutlierParams",
+    "Projections",
+    "Task",
+    "Tree",
+    "category_codes",
+    "leaf_ref",
+    "named_codes",
+    "ref_is_leaf",
+    "ref_leaf_index",
+]
 
 #: Widest input accepted (synthesizing verification rows needs rows x features of memory).
 MAX_FEATURES = 1_000_000
 #: Most margin columns an ensemble may have (classes, targets).
 MAX_OUTPUTS = 1_000_000
-
-
-def leaf_ref(j: int | np.ndarray) -> int | np.ndarray:
-    """Encode leaf index ``j`` as a child reference (negative: ``-1 - j``)."""
-    return -1 - j
-
-
-def ref_is_leaf(ref: int | np.ndarray) -> bool | np.ndarray:
-    return ref < 0
-
-
-def ref_leaf_index(ref: int | np.ndarray) -> int | np.ndarray:
-    """Inverse of :func:`leaf_ref`."""
-    return -1 - ref
-
-
-@dataclass(frozen=True, eq=False)
-class Tree:
-    """One binary decision tree, struct-of-arrays.
-
-    With ``I`` internal nodes and ``L = I + 1`` leaves and ``K`` outputs:
-
-    - ``feature``      int64 [I]   feature index tested at each internal node
-    - ``threshold``    float64 [I] threshold as the source stores it (not NaN; +-inf allowed)
-    - ``default_left`` bool [I]    where a missing value (NaN) goes
-    - ``left``/``right`` int64 [I] child references: an internal node index ``>= 0``, or a leaf
-      ``j`` encoded as ``-1 - j`` (see :func:`leaf_ref`)
-    - ``value``        float64 [L, K] leaf outputs
-    - ``leaf_source_id`` int64 [L] the source library's node id of each leaf (for ``apply``)
-    - categorical splits: ``cat_nodes`` int64 [M] (internal node indices), ``cat_values`` float64
-      [M, C] (category values, NaN-padded) and ``cat_left`` bool [M, C]. A categorical node sends a
-      value equal to one of its listed categories left or right as ``cat_left`` says; any other
-      value (NaN, unseen categories) goes where ``default_left`` says. ``threshold`` is unused there.
-      Values are first mapped to codes by the ensemble's ``category_codes`` rule. Optional
-      ``cat_other_left`` bool [M]: where a non-missing value that matches no listed category goes
-      (XGBoost: left), when that differs from where NaN goes.
-    - ``zero_missing`` bool [I] (or empty: none): numeric nodes where the value 0 counts as missing too
-      (LightGBM's missing type Zero), so it goes where ``default_left`` says.
-    - linear leaves (LightGBM ``linear_tree``; K = 1): ``linear_const`` float64 [L],
-      ``linear_feature`` int64 [L, P] (-1 pads) and ``linear_coef`` float64 [L, P]. Leaf ``j``
-      outputs ``linear_const[j] + sum_p linear_coef[j, p] * x[linear_feature[j, p]]``, added in
-      order in float64, unless one of those features is NaN: then it outputs ``value[j]``.
-
-    Invariants (checked by :meth:`validate`): internal nodes are numbered breadth-first (root 0,
-    each level left to right), leaves left to right; every node but the root has exactly one
-    parent; children of node ``i`` are numbered after ``i``.
-    """
-
-    feature: np.ndarray
-    threshold: np.ndarray
-    default_left: np.ndarray
-    left: np.ndarray
-    right: np.ndarray
-    value: np.ndarray
-    leaf_source_id: np.ndarray | None = None
-    cat_nodes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    cat_values: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float64))
-    cat_left: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), bool))
-    cat_other_left: np.ndarray | None = None
-    zero_missing: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
-    linear_const: np.ndarray | None = None
-    linear_feature: np.ndarray | None = None
-    linear_coef: np.ndarray | None = None
-
-    @property
-    def other_left(self) -> np.ndarray:
-        """Per categorical node, where a value that matches no listed category goes."""
-        return self.default_left[self.cat_nodes] if self.cat_other_left is None else self.cat_other_left
-
-    @property
-    def is_linear(self) -> bool:
-        return self.linear_const is not None
-
-    @property
-    def n_internal(self) -> int:
-        return int(self.feature.shape[0])
-
-    @property
-    def n_leaves(self) -> int:
-        return int(self.value.shape[0])
-
-    @property
-    def n_outputs(self) -> int:
-        return int(self.value.shape[1])
-
-    @property
-    def has_categorical(self) -> bool:
-        return self.cat_nodes.shape[0] > 0
-
-    def leaf_depths(self) -> np.ndarray:
-        """Depth of each leaf (number of internal nodes on its path)."""
-        depth = np.zeros(self.n_leaves, np.int64)
-        node_depth = np.zeros(max(self.n_internal, 1), np.int64)
-        for i in range(self.n_internal):  # BFS order: parents before children
-            for child in (self.left[i], self.right[i]):
-                if child < 0:
-                    depth[-1 - child] = node_depth[i] + 1
-                else:
-                    node_depth[child] = node_depth[i] + 1
-        return depth
-
-    def validate(self, n_features: int, where: str = "tree", n_inputs: int | None = None) -> None:
-        """Raise :class:`InvalidTreeError` naming the first broken invariant. Nodes may test
-        columns below ``n_features``; linear leaves read inputs below ``n_inputs`` (default:
-        the same)."""
-        n_int, n_leaves = self.n_internal, self.n_leaves
-        arrays = {
-            "feature": (self.feature, np.integer, (n_int,)),
-            "threshold": (self.threshold, np.floating, (n_int,)),
-            "default_left": (self.default_left, np.bool_, (n_int,)),
-            "left": (self.left, np.integer, (n_int,)),
-            "right": (self.right, np.integer, (n_int,)),
-        }
-        for name, (arr, kind, shape) in arrays.items():
-            if not isinstance(arr, np.ndarray) or not np.issubdtype(arr.dtype, kind):
-                raise InvalidTreeError(f"{where}: {name} must be a numpy array of {kind.__name__}")
-            if arr.shape != shape:
-                raise InvalidTreeError(f"{where}: {name} has shape {arr.shape}, expected {shape}")
-        if self.value.ndim != 2 or self.value.shape[0] != n_int + 1 or self.value.shape[1] < 1:
-            raise InvalidTreeError(
-                f"{where}: value has shape {self.value.shape}, expected ({n_int + 1}, K>=1) "
-                f"for {n_int} internal nodes"
-            )
-        if not np.all(np.isfinite(self.value)):
-            raise InvalidTreeError(f"{where}: leaf values must be finite")
-        if n_int and (self.feature.min() < 0 or self.feature.max() >= n_features):
-            bad = int(np.flatnonzero((self.feature < 0) | (self.feature >= n_features))[0])
-            raise InvalidTreeError(
-                f"{where}: node {bad} tests feature {int(self.feature[bad])}, "
-                f"outside [0, {n_features})"
-            )
-        self._validate_categorical(where, n_int)
-        self._validate_extras(where, n_features if n_inputs is None else n_inputs)
-        numeric = np.ones(n_int, bool)
-        numeric[self.cat_nodes] = False
-        if np.isnan(self.threshold[numeric]).any():
-            bad = int(np.flatnonzero(numeric & np.isnan(self.threshold))[0])
-            raise InvalidTreeError(f"{where}: node {bad} has a NaN threshold")
-        self._validate_structure(where, n_int, n_leaves)
-        if self.leaf_source_id is not None and self.leaf_source_id.shape != (n_leaves,):
-            raise InvalidTreeError(f"{where}: leaf_source_id must have shape ({n_leaves},)")
-
-    def _validate_structure(self, where: str, n_int: int, n_leaves: int) -> None:
-        children = np.concatenate([self.left, self.right]) if n_int else np.zeros(0, np.int64)
-        internal = children[children >= 0]
-        leaves = -1 - children[children < 0]
-        if internal.size != max(n_int - 1, 0) or leaves.size != (n_leaves if n_int else 0):
-            raise InvalidTreeError(
-                f"{where}: {n_int} internal nodes need {max(n_int - 1, 0)} internal and "
-                f"{n_leaves} leaf children, found {internal.size} and {leaves.size}"
-            )
-        if internal.size and (
-            internal.max() >= n_int or np.unique(internal).size != internal.size or 0 in internal
-        ):
-            raise InvalidTreeError(
-                f"{where}: internal child references must be distinct, in [1, {n_int}) "
-                "and never the root (cycle or shared child)"
-            )
-        if leaves.size and (leaves.max() >= n_leaves or np.unique(leaves).size != leaves.size):
-            raise InvalidTreeError(f"{where}: every leaf must be referenced exactly once")
-        # Breadth-first internal numbering and left-to-right leaves.
-        bfs, leaf_order = _bfs_and_leaf_order(self.left, self.right)
-        if bfs != list(range(n_int)):
-            raise InvalidTreeError(f"{where}: internal nodes are not in breadth-first order")
-        if leaf_order != list(range(n_leaves if n_int else 0)):
-            raise InvalidTreeError(f"{where}: leaves are not numbered left to right")
-
-    def _validate_categorical(self, where: str, n_int: int) -> None:
-        m = self.cat_nodes.shape[0]
-        if self.cat_values.ndim != 2 or self.cat_values.shape[0] != m:
-            raise InvalidTreeError(f"{where}: cat_values must have shape ({m}, C)")
-        if self.cat_left.shape != self.cat_values.shape:
-            raise InvalidTreeError(f"{where}: cat_left must have the shape of cat_values")
-        if m and (self.cat_nodes.min() < 0 or self.cat_nodes.max() >= n_int):
-            raise InvalidTreeError(f"{where}: categorical node index out of range")
-        if m and np.unique(self.cat_nodes).size != m:
-            raise InvalidTreeError(f"{where}: a node is listed twice as categorical")
-        for row in self.cat_values:
-            vals = row[~np.isnan(row)]
-            if np.unique(vals).size != vals.size or np.isinf(vals).any():
-                raise InvalidTreeError(f"{where}: category values must be distinct and finite")
-        other = self.cat_other_left
-        if other is not None and (not isinstance(other, np.ndarray) or other.dtype != bool or other.shape != (m,)):
-            raise InvalidTreeError(f"{where}: cat_other_left must be a bool array of shape ({m},)")
-
-    def _validate_extras(self, where: str, n_features: int) -> None:
-        zm = self.zero_missing
-        if not isinstance(zm, np.ndarray) or zm.dtype != bool or zm.shape not in ((0,), (self.n_internal,)):
-            raise InvalidTreeError(f"{where}: zero_missing must be a bool array of shape (0,) or ({self.n_internal},)")
-        if zm.size and zm[self.cat_nodes].any():
-            raise InvalidTreeError(f"{where}: zero_missing applies to numeric nodes only")
-        arrays = (self.linear_const, self.linear_feature, self.linear_coef)
-        if all(a is None for a in arrays):
-            return
-        const, feat, coef = arrays
-        L = self.n_leaves
-        if (
-            not isinstance(const, np.ndarray) or not isinstance(feat, np.ndarray) or not isinstance(coef, np.ndarray)
-            or const.shape != (L,) or feat.ndim != 2 or feat.shape[0] != L or coef.shape != feat.shape
-            or not np.issubdtype(feat.dtype, np.integer) or self.n_outputs != 1
-        ):
-            raise InvalidTreeError(
-                f"{where}: linear leaves need linear_const [{L}], linear_feature and linear_coef [{L}, P] "
-                "and one output"
-            )
-        if not (np.all(np.isfinite(const)) and np.all(np.isfinite(coef))):
-            raise InvalidTreeError(f"{where}: linear leaf coefficients must be finite")
-        if feat.size and (feat.min() < -1 or feat.max() >= n_features):
-            raise InvalidTreeError(f"{where}: a linear leaf uses a feature outside [0, {n_features})")
-
-
-def _bfs_and_leaf_order(left: np.ndarray, right: np.ndarray) -> tuple[list[int], list[int]]:
-    """Internal node ids in breadth-first order and leaf ids left to right, from the root."""
-    if left.shape[0] == 0:
-        return [], []
-    bfs: list[int] = []
-    queue = [0]
-    while queue:
-        nxt: list[int] = []
-        for node in queue:
-            bfs.append(node)
-            nxt.extend(int(c) for c in (left[node], right[node]) if c >= 0)
-        queue = nxt
-    leaves: list[int] = []
-    _collect_leaves(left, right, leaves)
-    return bfs, leaves
-
-
-def _collect_leaves(left: np.ndarray, right: np.ndarray, out: list[int]) -> None:
-    stack: list[int] = [0]  # references (internal >= 0, leaves < 0)
-    while stack:
-        ref = stack.pop()
-        if ref < 0:
-            out.append(-1 - ref)
-        else:
-            stack.append(int(right[ref]))
-            stack.append(int(left[ref]))
-
-
-@dataclass(frozen=True, eq=False)
-class Projections:
-    """The linear combinations of the input that oblique nodes test (``w . x <= t``).
-
-    ``M`` projections of up to ``P`` terms each:
-
-    - ``feature`` int64 [M, P]: the input feature of each term; ``-1`` pads a row after its terms
-    - ``weight`` float64 [M, P]: each term's weight (finite, non-zero; 0 at pads)
-
-    A tree node tests projection ``m`` by naming column ``n_features + m`` as its ``feature``; it
-    compares the projection's value with its threshold as any node compares a feature value.
-
-    The value is defined as a float sum in the ensemble's ``source_dtype``, in the order of the
-    terms: ``s = 0; s = s + w_p * x_p`` for p = 0, 1, ..., each product and each sum rounded to
-    ``source_dtype`` (no fused multiply-add), with the weights as values of that dtype (validation
-    refuses a weight it cannot hold). treeple sums so (float32, in its stored order); so does the
-    graph, with elementwise ``Mul`` and ``Add`` (never a ``MatMul``: its order is the runtime's, and
-    CUDA's TF32 rounds ``x`` to 10 bits). A NaN input in a term makes ``s`` NaN, and a NaN ``s``
-    (also ``inf - inf``) counts as missing: the node sends the row where ``default_left`` says.
-    """
-
-    feature: np.ndarray
-    weight: np.ndarray
-
-    @classmethod
-    def from_terms(cls, terms: Sequence[tuple[Any, Any]]) -> Projections:
-        """The projections of ``terms``: per projection its features and weights (equal lengths,
-        in summation order), padded to the longest with feature -1 and weight 0. (Checked by
-        :meth:`validate`, not here.)"""
-        rows = [(np.asarray(f, np.int64).reshape(-1), np.asarray(w, np.float64).reshape(-1)) for f, w in terms]
-        width = max([f.size for f, _ in rows] + [1])
-        feature = np.full((len(rows), width), -1, np.int64)
-        weight = np.zeros((len(rows), width))
-        for m, (f, w) in enumerate(rows):
-            feature[m, : f.size], weight[m, : w.size] = f, w
-        return cls(feature, weight)
-
-    @property
-    def n_projections(self) -> int:
-        return int(self.feature.shape[0])
-
-    def terms(self, m: int) -> tuple[np.ndarray, np.ndarray]:
-        """Projection ``m``'s features and weights, in summation order."""
-        used = self.feature[m] >= 0
-        return self.feature[m][used], self.weight[m][used]
-
-    def validate(self, n_features: int, dtype: np.dtype) -> None:
-        """Raise :class:`InvalidTreeError` naming the first broken invariant (the terms of
-        projections over ``n_features`` inputs, summed in ``dtype``)."""
-        f, w = self.feature, self.weight
-        if (
-            not isinstance(f, np.ndarray) or not isinstance(w, np.ndarray) or not np.issubdtype(f.dtype, np.integer)
-            or not np.issubdtype(w.dtype, np.floating) or f.ndim != 2 or w.shape != f.shape or f.shape[1] < 1
-        ):
-            raise InvalidTreeError("projections need feature (integers) and weight (numbers) of one shape [M, P], P >= 1")
-        used = f >= 0
-        if f.size and (f.min() < -1 or f.max() >= n_features):
-            raise InvalidTreeError(f"a projection term names a feature outside [0, {n_features})")
-        if (used[:, 1:] & ~used[:, :-1]).any() or not used[:, 0].all():
-            raise InvalidTreeError("every projection needs a term, and its padding (-1) after its terms")
-        if not np.all(np.isfinite(w)) or (w[used] == 0).any() or (w[~used] != 0).any():
-            raise InvalidTreeError("projection weights must be finite and non-zero (0 at padding)")
-        with np.errstate(over="ignore"):
-            held = w.astype(dtype).astype(np.float64)
-        if (held != w).any():
-            m, p = (int(v[0]) for v in np.nonzero(held != w))
-            raise InvalidTreeError(
-                f"projection {m}'s weight {float(w[m, p])!r} is no {np.dtype(dtype).name} number (the projections sum in the "
-                "model's source dtype: store the weights as values of it)"
-            )
-
-    def products(self, X: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Per term position p, in summation order: which projections have a term there (bool
-        [M]) and the products ``w_p * x_p`` of rows ``X`` [N, M], in ``X``'s dtype (each rounded
-        to it; anything at a padding position)."""
-        w = self.weight.astype(X.dtype)
-        with np.errstate(invalid="ignore", over="ignore"):
-            for p in range(self.feature.shape[1]):
-                yield self.feature[:, p] >= 0, X[:, np.maximum(self.feature[:, p], 0)] * w[:, p]
-
-    def values(self, X: np.ndarray) -> np.ndarray:
-        """The projections of rows ``X`` (in the sum dtype, NaN-coded), [N, M] in ``X``'s dtype,
-        summed as the class says."""
-        s = np.zeros((X.shape[0], self.n_projections), X.dtype)
-        with np.errstate(invalid="ignore", over="ignore"):
-            for used, term in self.products(X):
-                s = np.where(used, s + term, s)
-        return s
 
 
 @dataclass(frozen=True, eq=False)

@@ -38,37 +38,6 @@ def is_ir_document(doc: Any) -> bool:
 
 
 def ensemble_to_dict(ens: Ensemble) -> dict[str, Any]:
-    def tree_dict(t: Tree) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "feature": t.feature.tolist(),
-            "threshold": t.threshold.tolist(),
-            "default_left": t.default_left.tolist(),
-            "left": t.left.tolist(),
-            "right": t.right.tolist(),
-            "value": t.value.tolist(),
-        }
-        if t.has_categorical:
-            d["categorical"] = [
-                {
-                    "node": int(node),
-                    "values": vals[~np.isnan(vals)].tolist(),
-                    "left": left[~np.isnan(vals)].tolist(),
-                }
-                for node, vals, left in zip(t.cat_nodes, t.cat_values, t.cat_left)
-            ]
-            if t.cat_other_left is not None:
-                for entry, other in zip(d["categorical"], t.cat_other_left):
-                    entry["other_left"] = bool(other)
-        if t.zero_missing.size:
-            d["zero_missing"] = t.zero_missing.tolist()
-        if t.is_linear:
-            d["linear"] = {
-                "const": t.linear_const.tolist(),  # type: ignore[union-attr]
-                "feature": t.linear_feature.tolist(),  # type: ignore[union-attr]
-                "coef": t.linear_coef.tolist(),  # type: ignore[union-attr]
-            }
-        return d
-
     doc = {
         "tree2mat_ir": FORMAT_VERSION,
         "n_features": ens.n_features,
@@ -96,14 +65,49 @@ def ensemble_to_dict(ens: Ensemble) -> dict[str, Any]:
         "zero_band": ens.zero_band,
         "category_codes": ens.category_codes.value,
         "category_labels": [{"feature": f, "labels": list(labels)} for f, labels in ens.category_labels],
-        "trees": [tree_dict(t) for t in ens.trees],
+        "trees": [_tree_to_dict(t) for t in ens.trees],
     }
     if ens.projections is not None:
-        pr = ens.projections
-        doc["projections"] = [
-            {"feature": f.tolist(), "weight": w.tolist()} for f, w in (pr.terms(m) for m in range(pr.n_projections))
-        ]
+        doc["projections"] = _projections_to_list(ens.projections)
     return doc
+
+
+def _tree_to_dict(t: Tree) -> dict[str, Any]:
+    """One tree as the document lists it (categorical and linear parts only where it has them)."""
+    d: dict[str, Any] = {
+        "feature": t.feature.tolist(),
+        "threshold": t.threshold.tolist(),
+        "default_left": t.default_left.tolist(),
+        "left": t.left.tolist(),
+        "right": t.right.tolist(),
+        "value": t.value.tolist(),
+    }
+    if t.has_categorical:
+        d["categorical"] = [
+            {
+                "node": int(node),
+                "values": vals[~np.isnan(vals)].tolist(),
+                "left": left[~np.isnan(vals)].tolist(),
+            }
+            for node, vals, left in zip(t.cat_nodes, t.cat_values, t.cat_left)
+        ]
+        if t.cat_other_left is not None:
+            for entry, other in zip(d["categorical"], t.cat_other_left):
+                entry["other_left"] = bool(other)
+    if t.zero_missing.size:
+        d["zero_missing"] = t.zero_missing.tolist()
+    if t.is_linear:
+        d["linear"] = {
+            "const": t.linear_const.tolist(),  # type: ignore[union-attr]
+            "feature": t.linear_feature.tolist(),  # type: ignore[union-attr]
+            "coef": t.linear_coef.tolist(),  # type: ignore[union-attr]
+        }
+    return d
+
+
+def _projections_to_list(pr: Projections) -> list[dict[str, Any]]:
+    """Each projection's terms, unpadded, in summation order (what :func:`_projections` reads)."""
+    return [{"feature": f.tolist(), "weight": w.tolist()} for f, w in (pr.terms(m) for m in range(pr.n_projections))]
 
 
 def _int(value: Any, what: str) -> int:
@@ -152,57 +156,31 @@ def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemb
     if type(version) is not int or version != FORMAT_VERSION:  # (True == 1 and 1.0 == 1: not versions)
         raise ModelFileError(f"{name}: unsupported tree2mat_ir version {doc.get('tree2mat_ir')!r}")
     try:
-        if not isinstance(doc["trees"], list):
-            raise ValueError("trees must be a list")
-        n_outputs = _int(doc.get("n_outputs", 1), "n_outputs")
-        if not 1 <= n_outputs <= MAX_OUTPUTS:
-            raise ValueError(f"n_outputs must be between 1 and {MAX_OUTPUTS}, got {n_outputs}")
-        declare(_declared(doc["trees"], n_outputs), name)
-        trees = tuple(_tree_from_dict(t, f"trees[{i}]") for i, t in trees_read(list(enumerate(doc["trees"]))))
-        names = doc.get("feature_names")
-        if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
-            raise ValueError("feature_names must be a list of strings")
-        dtype = doc.get("source_dtype", "float64")
-        acc = doc.get("accumulate_dtype", "float64")
-        if dtype not in ("float32", "float64") or acc not in ("float32", "float64"):
-            raise ValueError("source_dtype and accumulate_dtype must be 'float32' or 'float64'")
-        missing = doc.get("missing_value")
-        cutoff = doc.get("label_cutoff", 0.0)
-        band = doc.get("zero_band", 0.0)
-        if not (missing is None or isinstance(missing, (int, float))) or any(
-            isinstance(v, bool) or not isinstance(v, (int, float)) for v in (cutoff, band)
-        ):
-            raise ValueError("missing_value, label_cutoff and zero_band must be numbers")
-        flags = {k: doc.get(k, True) for k in ("accepts_nan", "accepts_inf")}
-        if not all(isinstance(v, bool) for v in flags.values()):
-            raise ValueError("accepts_nan and accepts_inf must be true or false")
-        outlier = doc.get("outlier")
+        n_outputs, trees = _trees(doc, name)
+        settings = _settings(doc)
         return Ensemble(
             trees=trees,
             n_features=_int(doc["n_features"], "n_features"),
             n_outputs=n_outputs,
             output_index=_array(doc.get("output_index", [-1] * len(trees)), "output_index", "i", 1),
             comparison=Comparison(doc.get("comparison", "<=")),
-            source_dtype=np.dtype(dtype),
+            source_dtype=np.dtype(settings["source_dtype"]),
             aggregation=Aggregation(doc.get("aggregation", "sum")),
             base_score=_array(doc["base_score"] if "base_score" in doc else [0.0] * n_outputs, "base_score", "f", 1),
             link=Link(doc.get("link", "identity")),
             task=Task(doc.get("task", "regression")),
             classes=_classes(doc.get("classes", [])),
             label_rule=LabelRule(doc.get("label_rule", "argmax")),
-            outlier=None if not outlier else OutlierParams(
-                denominator=float(_array([outlier["denominator"]], "outlier.denominator", "f", 1)[0]),
-                offset=float(_array([outlier["offset"]], "outlier.offset", "f", 1)[0]),
-            ),
-            feature_names=tuple(names) if names else None,
+            outlier=_outlier(doc.get("outlier")),
+            feature_names=tuple(settings["feature_names"]) if settings["feature_names"] else None,
             source=str(doc.get("source", "tree2mat IR")),
-            accepts_nan=flags["accepts_nan"],
-            accepts_inf=flags["accepts_inf"],
+            accepts_nan=settings["accepts_nan"],
+            accepts_inf=settings["accepts_inf"],
             finite_features=tuple(_array(doc.get("finite_features", []), "finite_features", "i", 1).tolist()),
-            accumulate_dtype=np.dtype(acc),
-            missing_value=float("nan") if missing is None else float(missing),
-            label_cutoff=float(cutoff),
-            zero_band=float(band),
+            accumulate_dtype=np.dtype(settings["accumulate_dtype"]),
+            missing_value=float("nan") if settings["missing_value"] is None else float(settings["missing_value"]),
+            label_cutoff=float(settings["label_cutoff"]),
+            zero_band=float(settings["zero_band"]),
             category_codes=CategoryCodes(doc.get("category_codes", "exact")),
             category_labels=_labels(doc.get("category_labels", [])),
             projections=_projections(doc.get("projections")),
@@ -210,6 +188,53 @@ def ensemble_from_dict(doc: dict[str, Any], name: str = "IR document") -> Ensemb
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise ModelFileError(f"{name}: ill-formed tree2mat IR: {what}") from exc
+
+
+def _trees(doc: dict[str, Any], name: str) -> tuple[int, tuple[Tree, ...]]:
+    """``n_outputs`` and the trees: the sizes the trees declare are checked (:func:`declare`)
+    before any of them is built, so that a small file cannot ask for huge arrays."""
+    if not isinstance(doc["trees"], list):
+        raise ValueError("trees must be a list")
+    n_outputs = _int(doc.get("n_outputs", 1), "n_outputs")
+    if not 1 <= n_outputs <= MAX_OUTPUTS:
+        raise ValueError(f"n_outputs must be between 1 and {MAX_OUTPUTS}, got {n_outputs}")
+    declare(_declared(doc["trees"], n_outputs), name)
+    return n_outputs, tuple(_tree_from_dict(t, f"trees[{i}]") for i, t in trees_read(list(enumerate(doc["trees"]))))
+
+
+def _settings(doc: dict[str, Any]) -> dict[str, Any]:
+    """The feature names, dtypes, numbers and flags of ``doc`` by field name (defaults filled in),
+    their types checked, as the document holds them: :func:`ensemble_from_dict` converts each in
+    its field's turn."""
+    names = doc.get("feature_names")
+    if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
+        raise ValueError("feature_names must be a list of strings")
+    dtype = doc.get("source_dtype", "float64")
+    acc = doc.get("accumulate_dtype", "float64")
+    if dtype not in ("float32", "float64") or acc not in ("float32", "float64"):
+        raise ValueError("source_dtype and accumulate_dtype must be 'float32' or 'float64'")
+    missing = doc.get("missing_value")
+    cutoff = doc.get("label_cutoff", 0.0)
+    band = doc.get("zero_band", 0.0)
+    if not (missing is None or isinstance(missing, (int, float))) or any(
+        isinstance(v, bool) or not isinstance(v, (int, float)) for v in (cutoff, band)
+    ):
+        raise ValueError("missing_value, label_cutoff and zero_band must be numbers")
+    flags = {k: doc.get(k, True) for k in ("accepts_nan", "accepts_inf")}
+    if not all(isinstance(v, bool) for v in flags.values()):
+        raise ValueError("accepts_nan and accepts_inf must be true or false")
+    return {"feature_names": names, "source_dtype": dtype, "accumulate_dtype": acc, "missing_value": missing,
+            "label_cutoff": cutoff, "zero_band": band, **flags}
+
+
+def _outlier(value: Any) -> OutlierParams | None:
+    """``outlier``: IsolationForest's ``denominator`` and ``offset``, numbers; none when absent."""
+    if not value:
+        return None
+    return OutlierParams(
+        denominator=float(_array([value["denominator"]], "outlier.denominator", "f", 1)[0]),
+        offset=float(_array([value["offset"]], "outlier.offset", "f", 1)[0]),
+    )
 
 
 def _declared(trees: list[Any], n_outputs: int) -> Declared:

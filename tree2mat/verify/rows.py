@@ -232,9 +232,11 @@ def _tree_index(ens: Ensemble, tree: Tree, cmp: np.dtype) -> _TreeIndex:
     )
 
 
-def _path_rows(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np.ndarray, critical: list[np.ndarray], rng: np.random.Generator, nan: bool) -> list[np.ndarray]:
-    """Rows that reach ``node`` of ``tree`` and sit on its threshold (and neighbours), or on each
-    of its categories; plus NaN there when the model accepts it."""
+def _row_reaching(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np.ndarray, critical: list[np.ndarray], rng: np.random.Generator) -> np.ndarray:
+    """A copy of ``base`` moved onto the path to ``node``: at each node above it, the cell it
+    tests gets a value that goes the path's way (one of that side's categories, or a critical
+    value, else the bound, between the thresholds passed so far). Oblique nodes on the path bound
+    no feature, so the row may still miss ``node``."""
     row = base.copy()
     lo = np.full(ens.n_features, -np.inf)
     hi = np.full(ens.n_features, np.inf)
@@ -270,11 +272,18 @@ def _path_rows(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np
         if not lo[f] <= row[f] <= hi[f]:
             inside = critical[f][(critical[f] >= lo[f]) & (critical[f] <= hi[f])]
             row[f] = rng.choice(inside) if inside.size else (hi[f] if np.isfinite(hi[f]) else lo[f])
+    return row
+
+
+def _path_rows(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np.ndarray, critical: list[np.ndarray], rng: np.random.Generator, nan: bool) -> list[np.ndarray]:
+    """Rows that reach ``node`` of ``tree`` and sit on its threshold (and neighbours), or on each
+    of its categories; plus NaN there when the model accepts it."""
+    row = _row_reaching(ens, tree, index, node, base, critical, rng)
     f = int(tree.feature[node])
     if f >= ens.n_features:
         return _hyperplane_rows(ens, tree, node, row, rng, nan)
-    if node in cat_row:
-        m = cat_row[node]
+    if node in index.cat_row:
+        m = index.cat_row[node]
         vals = tree.cat_values[m]
         targets = list(vals[~np.isnan(vals)]) + [np.nanmax(vals) + 1.0]
     else:
