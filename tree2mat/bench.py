@@ -42,7 +42,7 @@ from tree2mat.attention import AttentionForest
 from tree2mat.convert import convert
 from tree2mat.data import check_header_option, load_data
 from tree2mat.errors import DataError, OptionError, Tree2MatError, UnsupportedModelError, is_missing, missing
-from tree2mat.forms import AUTO, FORMS, check_form
+from tree2mat.forms import AUTO, FORMS, FormSpec, check_form
 from tree2mat.forms.auto import check_batch_hint, check_target
 from tree2mat.frontends._support import labelled_frame
 from tree2mat.ir import limits
@@ -419,13 +419,24 @@ def _time_graph(c: Contender, onx: Any, sess: Any, ens: Ensemble, X: np.ndarray,
 HUMMINGBIRD_COPIES = 8
 
 
+#: Copies of its intermediates per row a Hummingbird strategy holds, counted in those of the
+#: form it is estimated as (:func:`hummingbird_like`): the traversals hold the walk twice over.
+HUMMINGBIRD_ROW_COPIES = {"gemm": 1, "tree_trav": 2, "perf_tree_trav": 2}
+
+
+def hummingbird_like(strategy: str) -> FormSpec:
+    """The form whose tables and intermediates ``strategy``'s are estimated as
+    (:attr:`FormSpec.hummingbird`)."""
+    return next(spec for spec in FORMS.values() if strategy in spec.hummingbird)
+
+
 def hummingbird_conversion_bytes(strategy: str, ens: Ensemble) -> int:
     """Estimated peak memory of Hummingbird's conversion: GEMM builds dense [T, I, L] matrices
     (a forest of 100 trees x 2 000 leaves reached 12 GiB); perf_tree_trav pads every tree to a
     perfect tree of the largest depth (2^(D+1) nodes of a few 8-byte fields each; a depth-30
     forest ran a 24 GiB machine out of memory); tree_trav keeps the nodes as they are."""
     if strategy == "gemm":
-        tables = FORMS["bitvector"].constant_bytes(ens)
+        tables = hummingbird_like(strategy).constant_bytes(ens)
     elif strategy == "perf_tree_trav":
         tables = ens.n_trees * 2 ** (ens.max_depth() + 1) * 32
     else:
@@ -457,10 +468,7 @@ def _hummingbird(library: Any, ens: Ensemble, X: np.ndarray, expected: Any, batc
         except Exception as exc:
             c.note = f"Hummingbird cannot convert it: {peers.one_line(exc)}"
             continue
-        # Hummingbird's intermediates are not documented; estimated as tree2mat's layouts of
-        # the same kind (gemm: the dense matrices; the traversals: the walk, twice over).
-        spec = FORMS["bitvector" if strategy == "gemm" else "traverse"]
-        per_row = spec.bytes_per_row(ens) * (1 if strategy == "gemm" else 2)
+        per_row = hummingbird_like(strategy).bytes_per_row(ens) * HUMMINGBIRD_ROW_COPIES[strategy]
         fits, c.note = _within(batches, c.file_bytes, per_row, limit)
         try:
             left = _left_on_cpu(onx, X, device, (max(fits),)) if fits else None
@@ -481,8 +489,8 @@ def _native(library: Any, ens: Ensemble, X: np.ndarray, batches: tuple[int, ...]
         # refuses codes); built once, untimed, with at least the largest batch's rows.
         most = max(batches)
         X = labelled_frame(ens, X if X.shape[0] >= most else np.resize(X, (most, X.shape[1])))
-    if booster and peers.library_of(library) == "xgboost":
-        predict = library.inplace_predict  # (a Booster's fast path for arrays)
+    if booster and hasattr(library, "inplace_predict"):
+        predict = library.inplace_predict  # (XGBoost's Booster: its fast path for arrays)
     elif ens.task is Task.CLASSIFICATION and hasattr(library, "predict_proba"):
         predict = library.predict_proba
     else:

@@ -15,7 +15,6 @@ from tree2mat.attention import graph as attention_graph
 from tree2mat.build import ConvertOptions, Progress, build_graph, quiet
 from tree2mat.forms import DEFAULT_FORM, auto
 from tree2mat.forms._graph import all_nodes
-from tree2mat.frontends.sklearn import is_pipeline
 from tree2mat.ir import limits
 from tree2mat.ir.core import Ensemble
 from tree2mat.onnx_io import external_data_file
@@ -99,7 +98,7 @@ def convert(
     forest = attention.as_forest(obj)
     if forest is not None:
         return attention_graph.build(forest, options, step)
-    if is_pipeline(obj):
+    if frontends.is_pipeline(obj):
         step(f"converting {pipelines.describe(obj)} through skl2onnx")
         return pipelines.convert_pipeline(obj, options, step)
     ens = frontends.named(model_or_path, frontends.to_ensemble, obj)

@@ -56,33 +56,30 @@ def available(peer: str) -> bool:
 
 def convert(model: Any, n_features: int, peer: str | None = None) -> tuple[onnx.ModelProto, dict[str, Any]]:
     """The peer's ONNX graph (one float32 input [None, n_features]: ``input``, or as a library's
-    own export names it) and the exact call that made it (a library's own export where its
-    frontend has one: :func:`own_export`)."""
+    own export names it) and the exact call that made it: a library's own export where its
+    frontend has one (:func:`own_export`), skl2onnx, or the onnxmltools function its frontend's
+    ``peer_call`` names."""
     own = own_export(model)
     if own is not None:
         return own(model, n_features)
-    from onnxmltools.convert.common.data_types import FloatTensorType
-
     peer = peer or peer_for(model)
-    types = [("input", FloatTensorType([None, n_features]))]
-    typed = f"model, initial_types=[('input', FloatTensorType([None, {n_features}]))], target_opset={ONNXMLTOOLS_OPSET}"
-    library = library_of(model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if peer == "skl2onnx":
             return _skl2onnx_convert(model, n_features)
-        if library == "xgboost":
-            from onnxmltools import convert_xgboost
+        return _onnxmltools_convert(model, n_features)
 
-            onx = convert_xgboost(model, initial_types=types, target_opset=ONNXMLTOOLS_OPSET)
-            call = f"onnxmltools.convert_xgboost({typed})"
-        else:
-            from onnxmltools import convert_lightgbm
 
-            zipmap = {"zipmap": False} if hasattr(model, "predict_proba") else {}
-            onx = convert_lightgbm(model, initial_types=types, target_opset=ONNXMLTOOLS_OPSET, **zipmap)
-            extra = ", zipmap=False" if zipmap else ""
-            call = f"onnxmltools.convert_lightgbm({typed}{extra})"
+def _onnxmltools_convert(model: Any, n_features: int) -> tuple[onnx.ModelProto, dict[str, Any]]:
+    import onnxmltools
+    from onnxmltools.convert.common.data_types import FloatTensorType
+
+    spec = next(spec for spec in FRONTENDS.values() if spec.handles(model))
+    types = [("input", FloatTensorType([None, n_features]))]
+    typed = f"model, initial_types=[('input', FloatTensorType([None, {n_features}]))], target_opset={ONNXMLTOOLS_OPSET}"
+    zipmap = {"zipmap": False} if spec.peer_zipmap and hasattr(model, "predict_proba") else {}
+    onx = getattr(onnxmltools, spec.peer_call)(model, initial_types=types, target_opset=ONNXMLTOOLS_OPSET, **zipmap)
+    call = f"onnxmltools.{spec.peer_call}({typed}{', zipmap=False' if zipmap else ''})"
     return onx, {"call": call, "opset_import": {o.domain or "ai.onnx": o.version for o in onx.opset_import}}
 
 

@@ -76,6 +76,23 @@ def test_peer_counts_its_own_wrong_rows(classifier):
     assert report.contenders[0].mismatched_rows == 0
 
 
+@pytest.mark.parametrize("library", ["xgboost", "lightgbm"])
+def test_onnxmltools_is_called_as_the_frontend_says(library):
+    """peers.convert calls the onnxmltools function the model's frontend names (peer_call), with
+    zipmap=False for a classifier where the frontend says it takes it: the peer's probabilities,
+    read as a matrix, are the library's own on ordinary rows (away from thresholds, where the
+    peers' float32 rounding misroutes rows)."""
+    pytest.importorskip("onnxmltools")
+    lib = pytest.importorskip(library)
+    cls = lib.XGBClassifier if library == "xgboost" else lib.LGBMClassifier
+    model = cls(n_estimators=5, max_depth=3, verbosity=0) if library == "xgboost" else cls(n_estimators=5, num_leaves=7, verbose=-1)
+    model.fit(XB, YB)
+    onx, how = peers.convert(model, XB.shape[1])
+    assert how["call"].startswith(f"onnxmltools.convert_{library}(") and ("zipmap=False" in how["call"]) == (library == "lightgbm")
+    got = peers.outputs(peers.session(onx), XB.astype("float32"), True)["probabilities"]
+    assert abs(got - model.predict_proba(XB)).max() < 1e-5
+
+
 def test_without_peers_installed_bench_says_so(monkeypatch):
     model = RandomForestRegressor(n_estimators=3, max_depth=3, random_state=0).fit(XD, YD)
     monkeypatch.setattr(peers, "available", lambda name: False)
@@ -199,6 +216,17 @@ def test_hummingbird_gemm_over_the_memory_limit_is_not_converted(classifier, mon
         assert "not converted" in hb[f"hummingbird {s}"].note and "over the memory limit" in hb[f"hummingbird {s}"].note
     assert tried == ["tree_trav"]
     assert all("cannot convert it: RuntimeError" in hb[f"hummingbird {s}"].note for s in tried)
+
+
+def test_every_hummingbird_strategy_is_estimated_as_one_form():
+    """bench sizes each Hummingbird strategy as the one form that declares it (FormSpec.hummingbird):
+    a strategy no form declares, or two do, would be sized by a name in bench.py."""
+    from tree2mat import bench as bench_module
+    from tree2mat.forms import FORMS
+
+    for strategy in peers.HUMMINGBIRD_STRATEGIES:
+        assert [name for name, spec in FORMS.items() if strategy in spec.hummingbird] == [bench_module.hummingbird_like(strategy).name]
+    assert set(bench_module.HUMMINGBIRD_ROW_COPIES) == set(peers.HUMMINGBIRD_STRATEGIES)
 
 
 def test_named_category_columns_synthesized_and_from_a_csv_of_names(tmp_path):

@@ -127,15 +127,17 @@ class DenseCost:
 
 def dense_form(
     name: str, build: Callable[[Ensemble, GraphOptions], onnx.ModelProto], summary: str, cost: DenseCost,
-    proven_from: tuple[OpsetFloor, ...] = (),
+    proven_from: tuple[OpsetFloor, ...] = (), hummingbird: tuple[str, ...] = (),
 ) -> FormSpec:
     """The spec of a matrix form: dense [T, I, L] constants, a MatMul in any of MATMUL_DTYPES,
     the exit of :func:`exit_layout`, exact on every runtime of the matrix (from the opsets of
-    ``proven_from``, see :attr:`FormSpec.proven_from`), and the ``cost`` model."""
+    ``proven_from``, see :attr:`FormSpec.proven_from`), and the ``cost`` model; ``hummingbird``:
+    see :attr:`FormSpec.hummingbird`."""
     return FormSpec(
         name=name, build=build, exact=True, summary=summary,
         constant_bytes=dense_constant_bytes, bytes_per_row=dense_bytes_per_row, us_per_row=cost.us_per_row, call_us=cost.call_us,
         matmul=tuple(MATMUL_DTYPES), exit_layout=exit_layout, proven_on=ALL_RUNTIMES, proven_from=proven_from,
+        hummingbird=hummingbird,
     )
 
 

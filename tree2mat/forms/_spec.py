@@ -91,6 +91,10 @@ class FormSpec:
     #: onnxruntime's devices that run every operator of its graphs that touches rows (``cuda``:
     #: the CUDA provider has a kernel for each; ``bench --device cuda`` times only such graphs).
     devices: tuple[str, ...] = ("cpu", "cuda")
+    #: Hummingbird's tree strategies (``tree2mat.peers.HUMMINGBIRD_STRATEGIES``) whose tables and
+    #: intermediates ``bench`` estimates as this form's (Hummingbird documents neither): GEMM
+    #: holds the dense matrices ``bitvector`` does, the traversals walk nodes as ``traverse``.
+    hummingbird: tuple[str, ...] = ()
 
     def floor(self, runtime: str, ens: Ensemble | None = None) -> OpsetFloor | None:
         """The highest of ``proven_from``'s floors on ``runtime`` that holds for ``ens`` (None:

@@ -41,4 +41,5 @@ def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
 FORM = _exact.dense_form(
     "bitvector", build, "QuickScorer as a matrix (Rethink Traversal Alg. 2): leftmost ArgMax(Q z), all trees in one MatMul",
     _exact.DenseCost(per_node_us=0.00374, per_product_us=1.54e-5, call=(17.6, 0.00139, 1.86e-4, 0.138)),
+    hummingbird=("gemm",),
 )

@@ -423,4 +423,5 @@ FORM = FormSpec(
     exit_layout=_walk.exit_layout,
     proven_on=ALL_RUNTIMES,
     node_tests=_walk.node_tests,
+    hummingbird=("tree_trav", "perf_tree_trav"),
 )

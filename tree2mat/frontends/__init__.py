@@ -43,6 +43,11 @@ def frontend_for(model: Any) -> FrontendSpec:
     raise UnsupportedModelError(f"{kind} is not a supported model (supported libraries: {libraries})")
 
 
+def is_pipeline(model: Any) -> bool:
+    """Whether ``model`` is a pipeline that convert and verify take whole (its frontend says)."""
+    return any(spec.is_pipeline is not None and spec.is_pipeline(model) for spec in FRONTENDS.values())
+
+
 def library_model(path: Any, ens: Ensemble) -> Any:
     """For a native model file already loaded as ``ens``, the library's own object to compare
     with (None when the library is not installed, or the file is tree2mat's IR)."""
@@ -111,4 +116,4 @@ def to_ensemble(model: Any) -> Ensemble:
         ) from exc
 
 
-__all__ = ["FRONTENDS", "FileFormat", "FrontendSpec", "file_kind", "frontend_for", "load_file", "resolve", "to_ensemble"]
+__all__ = ["FRONTENDS", "FileFormat", "FrontendSpec", "file_kind", "frontend_for", "is_pipeline", "load_file", "resolve", "to_ensemble"]

@@ -78,3 +78,12 @@ class FrontendSpec:
     #: the peer names it) and how it was called, for a peer that is the library's own export
     #: (CatBoost's); None: tree2mat.peers calls the converter ``peer`` names.
     peer_convert: Callable[[Any, int], tuple[Any, dict[str, Any]]] | None = None
+    #: The function of the ``peer`` package that converts a model (``convert_lightgbm``), called
+    #: with the graph's input type and the peer's opset (tree2mat.peers).
+    peer_call: str = ""
+    #: Whether ``peer_call`` takes ``zipmap``: tree2mat passes ``zipmap=False`` for classifiers,
+    #: so that probabilities come as a matrix.
+    peer_zipmap: bool = False
+    #: Whether a model object is a pipeline of this library, which convert and verify take whole
+    #: (tree2mat.pipelines); ``to_ensemble`` refuses it.
+    is_pipeline: Callable[[Any], bool] | None = None

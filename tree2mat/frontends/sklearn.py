@@ -456,4 +456,5 @@ SPEC = FrontendSpec(
         ),
     },
     peer="skl2onnx",
+    is_pipeline=is_pipeline,
 )

@@ -15,7 +15,6 @@ from tree2mat import attention, frontends, pipelines
 from tree2mat.errors import DataError, Tree2MatError, is_missing, missing
 from tree2mat.forms import auto
 from tree2mat.frontends._support import labelled_frame
-from tree2mat.frontends.sklearn import is_pipeline
 from tree2mat.ir import evaluate, limits
 from tree2mat.ir.core import Ensemble
 
@@ -125,7 +124,7 @@ def load_subject(model_or_path: Any, *, accept_pipeline: bool = True, synthesize
     forest = attention.as_forest(model)
     if forest is not None:  # the model in numpy is the reference
         return Subject(name, forest, forest.ensemble, None, forest, forest.ensemble.n_features)
-    pipeline = model if accept_pipeline and is_pipeline(model) else None
+    pipeline = model if accept_pipeline and frontends.is_pipeline(model) else None
     if pipeline is not None:
         model = pipelines.final_step(pipeline)
         if synthesized:

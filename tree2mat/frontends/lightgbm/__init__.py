@@ -114,4 +114,6 @@ SPEC = FrontendSpec(
     native_model=native_model,
     pipeline_steps={"lightgbm": ("LGBMClassifier", "LGBMRegressor", "LGBMRanker")},
     peer="onnxmltools",
+    peer_call="convert_lightgbm",
+    peer_zipmap=True,
 )

@@ -104,4 +104,5 @@ SPEC = FrontendSpec(
     native_model=native_model,
     pipeline_steps={"xgboost": ("XGBClassifier", "XGBRegressor", "XGBRFClassifier", "XGBRFRegressor", "XGBRanker")},
     peer="onnxmltools",
+    peer_call="convert_xgboost",
 )
