@@ -1,6 +1,8 @@
-"""The Typer app every command registers on, the root options and the help the options share."""
+"""The Typer app every command registers on, the root options, and the options and help the commands share."""
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 
@@ -64,3 +66,5 @@ def _forms_help() -> str:
 #: The help of --header/--no-header, which every command that reads --data takes.
 HEADER_HELP = ("Whether the first line of a .csv --data file is a header (default: detected: a header where a cell holds text; "
                "a line that could be either, e.g. 0,1,2,3 or quoted numbers, is refused with a request for one of these).")
+#: --header/--no-header, declared once for the commands that read --data (default None: detected).
+HeaderOption = Annotated[bool | None, typer.Option("--header/--no-header", help=HEADER_HELP)]

@@ -8,7 +8,7 @@ import typer
 
 from tree2mat._files import atomic_write, check_outputs
 
-from ._app import HEADER_HELP, app
+from ._app import HeaderOption, app
 from ._output import _check_output, _libraries_to_stderr, _write_text
 
 
@@ -16,7 +16,7 @@ from ._output import _check_output, _libraries_to_stderr, _write_text
 def bench(
     model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model file (as for convert)."),
     data: Path | None = typer.Option(None, "--data", help="Rows to score (.npy, .npz, .csv, .parquet); default: synthesized (threshold, NaN, random rows)."),
-    header: bool | None = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
+    header: HeaderOption = None,
     rows: int = typer.Option(100_000, "--rows", help="Rows to synthesize; unused with --data."),
     batch: str = typer.Option("1,1000,100000", "--batch", help="Batch sizes, comma-separated."),
     form: str = typer.Option("auto", "--form", help="tree2mat forms to time, comma-separated (auto, sign, bitvector, traverse, ...)."),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
@@ -15,34 +15,49 @@ from tree2mat.errors import OptionError
 from ._app import FORMAT_CHOICES, app
 from ._output import _check_output, _emit, _human, _libraries_to_stderr
 
+if TYPE_CHECKING:
+    from tree2mat.forms import FormSpec
+    from tree2mat.ir.core import Ensemble
+
+
+# inspect's argument and options as Typer's Annotated aliases (their defaults stay in the command's signature).
+ModelArgument = Annotated[Path, typer.Argument(metavar="MODEL", help="Fitted model file.")]
+TreeOption = Annotated[int | None, typer.Option("--tree", help="Show the matrices of this tree (0-based).")]
+FormatOption = Annotated[str, typer.Option("--format", help="text, json or npz (npz needs -o).")]
+OutputOption = Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout ('-': stdout).")]
+MaxMemoryOption = Annotated[str, typer.Option("--max-memory", help="Memory budget for the form auto would pick (as for convert).")]
+BatchHintOption = Annotated[int | None, typer.Option("--batch-hint", help="Rows per run for the form auto would pick (as for convert; default 10000).")]
+TargetOption = Annotated[str | None, typer.Option("--target", help="The runtime for the form auto would pick (as for convert; default: portable).")]
+PngOption = Annotated[Path | None, typer.Option("--png", help=(
+    "With --tree K: draw the tree beside its matrices to this PNG instead of printing them (a large tree "
+    "summarized; needs matplotlib: the plot extra)."
+))]
+PlanOption = Annotated[bool, typer.Option("--plan", help=(
+    "Print what each pass of an exact form's graph makes of MODEL: the trees stacked, the node tests, the exit, the"
+    " sums."
+))]
+FormOption = Annotated[str | None, typer.Option("--form", help="With --plan: the exact form (default: the one --form auto picks, as for convert).")]
+DtypeOption = Annotated[str | None, typer.Option("--dtype", help="With --plan: the graph's input type, float32 or float64 (as for convert).")]
+
 
 @app.command()
 def inspect(
-    model: Path = typer.Argument(..., metavar="MODEL", help="Fitted model file."),
-    tree: int | None = typer.Option(None, "--tree", help="Show the matrices of this tree (0-based)."),
-    fmt: str = typer.Option("text", "--format", help="text, json or npz (npz needs -o)."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout ('-': stdout)."),
-    max_memory: str = typer.Option("4G", "--max-memory", help="Memory budget for the form auto would pick (as for convert)."),
-    batch_hint: int | None = typer.Option(None, "--batch-hint", help="Rows per run for the form auto would pick (as for convert; default 10000)."),
-    target: str | None = typer.Option(None, "--target", help="The runtime for the form auto would pick (as for convert; default: portable)."),
-    png: Path | None = typer.Option(None, "--png", help=(
-        "With --tree K: draw the tree beside its matrices to this PNG instead of printing them (a large tree "
-        "summarized; needs matplotlib: the plot extra)."
-    )),
-    plan: bool = typer.Option(False, "--plan", help=(
-        "Print what each pass of an exact form's graph makes of MODEL: the trees stacked, the node tests, the exit, the"
-        " sums."
-    )),
-    form: str | None = typer.Option(None, "--form", help="With --plan: the exact form (default: the one --form auto picks, as for convert)."),
-    dtype: str | None = typer.Option(None, "--dtype", help="With --plan: the graph's input type, float32 or float64 (as for convert)."),
+    model: ModelArgument,
+    tree: TreeOption = None,
+    fmt: FormatOption = "text",
+    output: OutputOption = None,
+    max_memory: MaxMemoryOption = "4G",
+    batch_hint: BatchHintOption = None,
+    target: TargetOption = None,
+    png: PngOption = None,
+    plan: PlanOption = False,
+    form: FormOption = None,
+    dtype: DtypeOption = None,
 ) -> None:
     """Summarize MODEL, print one tree as the papers' matrices (S, t, B, bitvector, v, depth) or draw it beside them (--png), or print an exact form's passes (--plan)."""  # noqa: E501
     import tree2mat
-    from tree2mat.build import DTYPES
-    from tree2mat.forms import FORMS, GraphOptions, auto, check_form
     from tree2mat.forms.auto import check_batch_hint, check_target, parse_memory
-    from tree2mat.forms.passes import plan as forms_plan
-    from tree2mat.inspect import matrices_of, summary
+    from tree2mat.inspect import summary
     from tree2mat.ir.limits import physical_memory
 
     if fmt not in FORMAT_CHOICES:
@@ -52,14 +67,7 @@ def inspect(
     check_target(target)
     if png is not None:
         _check_png(png, tree, fmt, output)
-    if plan and (tree is not None or fmt == "npz"):
-        raise OptionError("--plan shows the whole model's passes: leave out --tree, and --format npz (text or json)")
-    if not plan and (form is not None or dtype is not None):
-        raise OptionError("--form and --dtype choose the graph --plan shows: add --plan")
-    if dtype is not None and dtype not in DTYPES:
-        raise OptionError(f"--dtype {dtype}: choose float32 or float64")
-    dtype = dtype or "float32"
-    spec = None if form in (None, "auto") else check_form(form)
+    spec, dtype = _check_plan(plan, tree, fmt, form, dtype)
     _check_output("-o", output)
     check_outputs({"-o": output, "--png": png}, {"MODEL": model})
     with _libraries_to_stderr():
@@ -67,10 +75,7 @@ def inspect(
         # 10 000 rows is refused unread; one that only passes --max-memory is summarized)
         ens = tree2mat.load(model, max_memory=max(budget, physical_memory() // 2))
     if plan:
-        # (auto's pick as convert's at the default opset; --target may raise convert's opset)
-        spec = spec or FORMS[auto.choose(ens, budget, hint, target, GraphOptions(dtype=DTYPES[dtype])).form]
-        passes = forms_plan(ens, spec, DTYPES[dtype])
-        doc = {"form": spec.name, "dtype": dtype, "passes": [{"pass": name, **facts} for name, facts in passes]}
+        doc = _plan(ens, spec, dtype, budget, hint, target)
         return _emit(json.dumps(doc, indent=1) if fmt == "json" else _plan_text(doc), output)
     if tree is None:
         info = summary(ens, budget, hint, target)
@@ -78,11 +83,45 @@ def inspect(
             raise OptionError("--format npz needs --tree")
         text = json.dumps(info, indent=1) if fmt == "json" else _summary_text(info)
         return _emit(text, output)
+    return _show_tree(ens, tree, fmt, output, png, model.name)
+
+
+def _check_plan(plan: bool, tree: int | None, fmt: str, form: str | None, dtype: str | None) -> tuple[FormSpec | None, str]:
+    """inspect --plan's checks, before the model is read: the form asked for (None: auto's pick, made once the
+    model is read) and the input type's name (default float32)."""
+    from tree2mat.build import DTYPES
+    from tree2mat.forms import check_form
+
+    if plan and (tree is not None or fmt == "npz"):
+        raise OptionError("--plan shows the whole model's passes: leave out --tree, and --format npz (text or json)")
+    if not plan and (form is not None or dtype is not None):
+        raise OptionError("--form and --dtype choose the graph --plan shows: add --plan")
+    if dtype is not None and dtype not in DTYPES:
+        raise OptionError(f"--dtype {dtype}: choose float32 or float64")
+    return (None if form in (None, "auto") else check_form(form)), dtype or "float32"
+
+
+def _plan(ens: Ensemble, spec: FormSpec | None, dtype: str, budget: int, hint: int, target: str | None) -> dict[str, Any]:
+    """What ``inspect --plan`` prints: each pass of the form's graph (``spec``, else auto's pick) with what it made of ``ens``."""
+    from tree2mat.build import DTYPES
+    from tree2mat.forms import FORMS, GraphOptions, auto
+    from tree2mat.forms.passes import plan as forms_plan
+
+    # (auto's pick as convert's at the default opset; --target may raise convert's opset)
+    spec = spec or FORMS[auto.choose(ens, budget, hint, target, GraphOptions(dtype=DTYPES[dtype])).form]
+    passes = forms_plan(ens, spec, DTYPES[dtype])
+    return {"form": spec.name, "dtype": dtype, "passes": [{"pass": name, **facts} for name, facts in passes]}
+
+
+def _show_tree(ens: Ensemble, tree: int, fmt: str, output: Path | None, png: Path | None, model_name: str) -> None:
+    """``inspect --tree K``: the tree's matrices printed (text or json), written (npz) or drawn beside them (--png)."""
+    from tree2mat.inspect import matrices_of
+
     mats = matrices_of(ens, tree)
     if png is not None:
         from tree2mat.pictures import draw_tree
 
-        size = atomic_write(png, draw_tree(ens, tree, model_name=model.name))
+        size = atomic_write(png, draw_tree(ens, tree, model_name=model_name))
         n_leaf, n_int = mats["B"].shape
         typer.echo(f"wrote {png} ({_human(size)}): tree {tree} ({n_int} internal nodes, {n_leaf} leaves) "
                    f"beside {'W' if 'W' in mats else 'S'}, t, B, the bitvector and v")

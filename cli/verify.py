@@ -5,62 +5,81 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from tree2mat._files import check_outputs
 from tree2mat.errors import TargetWarning
 
-from ._app import HEADER_HELP, _runtimes_help, app
+from ._app import HeaderOption, _runtimes_help, app
 from ._output import _check_output, _libraries_to_stderr, _write_text
 from ._progress import _Progress
+
+# verify's arguments and options as Typer's Annotated aliases (their defaults stay in the command's signature).
+ModelArgument = Annotated[Path, typer.Argument(metavar="MODEL", help="The original fitted model file.")]
+OnnxArgument = Annotated[Path, typer.Argument(metavar="ONNX", help="The ONNX graph to check.")]
+DataOption = Annotated[Path | None, typer.Option("--data", help="Rows to check (.npy, .npz, .csv, .parquet); default: synthesized.")]
+DeviceOption = Annotated[str, typer.Option("--device", help="onnxruntime's provider: cpu, cuda or all (all available providers).")]
+RuntimeOption = Annotated[str, typer.Option("--runtime", help=(
+    "The ONNX runtime to run the graph on (all but onnxruntime and reference are optional installs; a missing one "
+    "is an error naming its install command): "
+) + _runtimes_help() + ".")]
+RowsOption = Annotated[int, typer.Option("--rows", help="Random rows to synthesize (threshold, NaN, inf and extreme rows come on top); unused with --data.")]
+AtolOption = Annotated[float | None, typer.Option("--atol", help=(
+    "Absolute tolerance on values (default: 4 float32 epsilons for the default float32 graph, or 1e-12 x the "
+    "model's output scale if more; XGBoost: 4 epsilons x that scale)."
+))]
+RtolOption = Annotated[float, typer.Option("--rtol", help="Relative tolerance on values.")]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed for synthesized rows.")]
+JsonOption = Annotated[Path | None, typer.Option("--json", help="Write the report as JSON to this file ('-' for stdout).")]
+ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help=(
+    "Show progress on stderr: while --data is read, a bar on a terminal and a line every 10 % otherwise; with "
+    "synthesized rows, a bar on a terminal only (none with --json -)."
+))]
+TimeoutOption = Annotated[float | None, typer.Option("--timeout", help=(
+    "The longest one run of the graph on a chunk of rows may take, in seconds (default 600); past it the run is "
+    "stopped (exit 2)."
+))]
+ForeignGraphOption = Annotated[bool, typer.Option("--foreign-graph", help=(
+    "Run a graph with operators tree2mat never writes (a peer's TreeEnsemble graph, a Loop, a custom domain): "
+    "refused by default, as it may run as long as it says."
+))]
+RequireLibraryOption = Annotated[bool, typer.Option("--require-library", help=(
+    "Exit 2 where the library's own predictions cannot be had (a native model file without its library installed, "
+    "tree2mat's IR) instead of comparing with tree2mat's reference evaluator."
+))]
+CategoryCodesOption = Annotated[bool, typer.Option("--category-codes", help=(
+    "The --data file's columns of named categories (a model fitted on pandas categories) hold the categories' "
+    "codes, not their names (by default: names; a cell naming no category is an unseen one, and the report says how"
+    " many)."
+))]
+StrictOption = Annotated[bool, typer.Option("--strict", help=(
+    "Fail on label rows at a tie too: rows whose label differs where the library's scores of the two labels lie "
+    "within the rounding of the sums (reported apart, as ties, and passed by default; a --dtype float64 graph gives"
+    " the library's labels there)."
+))]
 
 
 @app.command()
 def verify(
-    model: Path = typer.Argument(..., metavar="MODEL", help="The original fitted model file."),
-    onnx_file: Path = typer.Argument(..., metavar="ONNX", help="The ONNX graph to check."),
-    data: Path | None = typer.Option(None, "--data", help="Rows to check (.npy, .npz, .csv, .parquet); default: synthesized."),
-    header: bool | None = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
-    device: str = typer.Option("cpu", "--device", help="onnxruntime's provider: cpu, cuda or all (all available providers)."),
-    runtime: str = typer.Option("onnxruntime", "--runtime", help=(
-        "The ONNX runtime to run the graph on (all but onnxruntime and reference are optional installs; a missing one "
-        "is an error naming its install command): "
-    ) + _runtimes_help() + "."),
-    rows: int = typer.Option(1000, "--rows", help="Random rows to synthesize (threshold, NaN, inf and extreme rows come on top); unused with --data."),
-    atol: float | None = typer.Option(None, "--atol", help=(
-        "Absolute tolerance on values (default: 4 float32 epsilons for the default float32 graph, or 1e-12 x the "
-        "model's output scale if more; XGBoost: 4 epsilons x that scale)."
-    )),
-    rtol: float = typer.Option(1e-6, "--rtol", help="Relative tolerance on values."),
-    seed: int = typer.Option(0, "--seed", help="Seed for synthesized rows."),
-    json_out: Path | None = typer.Option(None, "--json", help="Write the report as JSON to this file ('-' for stdout)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help=(
-        "Show progress on stderr: while --data is read, a bar on a terminal and a line every 10 % otherwise; with "
-        "synthesized rows, a bar on a terminal only (none with --json -)."
-    )),
-    timeout: float | None = typer.Option(None, "--timeout", help=(
-        "The longest one run of the graph on a chunk of rows may take, in seconds (default 600); past it the run is "
-        "stopped (exit 2)."
-    )),
-    foreign_graph: bool = typer.Option(False, "--foreign-graph", help=(
-        "Run a graph with operators tree2mat never writes (a peer's TreeEnsemble graph, a Loop, a custom domain): "
-        "refused by default, as it may run as long as it says."
-    )),
-    require_library: bool = typer.Option(False, "--require-library", help=(
-        "Exit 2 where the library's own predictions cannot be had (a native model file without its library installed, "
-        "tree2mat's IR) instead of comparing with tree2mat's reference evaluator."
-    )),
-    category_codes: bool = typer.Option(False, "--category-codes", help=(
-        "The --data file's columns of named categories (a model fitted on pandas categories) hold the categories' "
-        "codes, not their names (by default: names; a cell naming no category is an unseen one, and the report says how"
-        " many)."
-    )),
-    strict: bool = typer.Option(False, "--strict", help=(
-        "Fail on label rows at a tie too: rows whose label differs where the library's scores of the two labels lie "
-        "within the rounding of the sums (reported apart, as ties, and passed by default; a --dtype float64 graph gives"
-        " the library's labels there)."
-    )),
+    model: ModelArgument,
+    onnx_file: OnnxArgument,
+    data: DataOption = None,
+    header: HeaderOption = None,
+    device: DeviceOption = "cpu",
+    runtime: RuntimeOption = "onnxruntime",
+    rows: RowsOption = 1000,
+    atol: AtolOption = None,
+    rtol: RtolOption = 1e-6,
+    seed: SeedOption = 0,
+    json_out: JsonOption = None,
+    progress: ProgressOption = True,
+    timeout: TimeoutOption = None,
+    foreign_graph: ForeignGraphOption = False,
+    require_library: RequireLibraryOption = False,
+    category_codes: CategoryCodesOption = False,
+    strict: StrictOption = False,
 ) -> None:
     """Check that ONNX reproduces MODEL: exit 0 pass, 1 mismatch, 2 bad input."""
     import tree2mat
