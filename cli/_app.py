@@ -11,9 +11,23 @@ from tree2mat import __version__
 FORMAT_CHOICES = ("text", "json", "npz")
 
 
+def _libraries_help() -> str:
+    from tree2mat.frontends import FRONTENDS
+
+    return ", ".join(spec.library for spec in FRONTENDS.values())
+
+
+def _native_files_help() -> str:
+    """The native model files tree2mat reads, by library: "XGBoost .json/.ubj, LightGBM .txt"."""
+    from tree2mat.frontends import FRONTENDS
+
+    named = [(spec.library, [s for fmt in spec.formats for s in fmt.suffixes]) for spec in FRONTENDS.values()]
+    return ", ".join(f"{library} {'/'.join(dict.fromkeys(suffixes))}" for library, suffixes in named if suffixes)
+
+
 app = typer.Typer(
     name="tree2mat",
-    help="Convert tree models (scikit-learn, XGBoost, LightGBM) to exact ONNX graphs of standard operators, and prove them.",
+    help=f"Convert tree models ({_libraries_help()}) to exact ONNX graphs of standard operators, and prove them.",
     epilog="Exit codes: 0 success/pass, 1 verify mismatch, 2 bad usage or input, 3 internal error, 130 interrupted.",
     add_completion=False,
     no_args_is_help=True,
@@ -33,8 +47,8 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
     debug: bool = typer.Option(False, "--debug", help="Show the full traceback on errors."),
     safe: bool = typer.Option(False, "--safe", help=(
-        "Refuse pickle files (.pkl/.pickle/.joblib: loading one can run any code); read only .skops, XGBoost "
-        ".json/.ubj, LightGBM .txt and tree2mat IR. Also TREE2MAT_SAFE=1. Anywhere on the line."
+        "Refuse pickle files (.pkl/.pickle/.joblib: loading one can run any code); read only .skops, "
+        f"{_native_files_help()} and tree2mat IR. Also TREE2MAT_SAFE=1. Anywhere on the line."
     )),
 ) -> None:
     """tree2mat: exact decision-machine ONNX graphs for tree models."""

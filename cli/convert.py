@@ -11,14 +11,14 @@ import typer
 from tree2mat._files import check_outputs
 
 from . import _progress
-from ._app import _forms_help, _target_help, app
+from ._app import _forms_help, _native_files_help, _target_help, app
 from ._output import _check_output, _describe_io, _human, _libraries_to_stderr
 from ._progress import _Progress
 
 # convert's argument and options as Typer's Annotated aliases (their defaults stay in the command's signature).
 ModelArgument = Annotated[Path, typer.Argument(metavar="MODEL", help=(
-    "Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, XGBoost .json/.ubj, LightGBM model "
-    "text .txt, or tree2mat IR .json; or a scikit-learn Pipeline ending in a tree model (through skl2onnx: the "
+    "Fitted model: .pkl/.joblib (trusted files only: pickles run code), .skops, "
+    f"{_native_files_help()}, or tree2mat IR .json; or a scikit-learn Pipeline ending in a tree model (through skl2onnx: the "
     "pipelines extra)."
 ))]
 OutputOption = Annotated[Path, typer.Option("-o", "--output", help="Where to write the ONNX file (replaced only on success).")]

@@ -75,3 +75,17 @@ def test_readme_shows_the_two_commands_first():
     text = README.read_text(encoding="utf-8")
     first_block = text.split("```sh", 1)[1].split("```", 1)[0]
     assert [line.split("#")[0].strip() for line in first_block.strip().splitlines()] == ["make demo", "make test"]
+
+
+def test_the_cli_help_names_every_library_and_native_file(capsys):
+    """The help's lists of libraries and of native files come from FRONTENDS (they had drifted:
+    three libraries and no CatBoost file were named)."""
+    from tree2mat.cli import main
+
+    main(["--help"])
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    for spec in FRONTENDS.values():
+        assert spec.library in text
+        for fmt in spec.formats:
+            for suffix in fmt.suffixes:
+                assert suffix in text, (spec.library, suffix)
