@@ -19,6 +19,7 @@ from sklearn.datasets import make_friedman1
 from sklearn.ensemble import RandomForestRegressor
 
 from tree2mat import attention
+from tree2mat.ir import evaluate
 
 CASES = [(300, 2000, ("l2", "l1")), (1000, 5000, ("l2",))]
 
@@ -53,7 +54,7 @@ def main() -> None:
             print(json.dumps(results[-1]), flush=True)
         if args.slsqp and trees == CASES[0][0]:
             abrf = attention.fit(forest, X, y, epsilon=0.0)
-            leaves = attention.evaluate.apply(abrf.ensemble, X)
+            leaves = evaluate.apply(abrf.ensemble, X)
             B = abrf.tree_values(X, leaves)[:, :, 0]
             r = y - 0.5 * np.sum(abrf.softmax_weights(X, leaves) * B, axis=1)
             start = time.perf_counter()

@@ -14,7 +14,9 @@ from sklearn.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, Ran
 
 import tree2mat
 from tree2mat import attention
+from tree2mat.attention import gradient
 from tree2mat.errors import DataError, ModelFileError, OptionError, Tree2MatError, UnsupportedModelError
+from tree2mat.ir import evaluate
 
 X, Y = make_friedman1(n_samples=300, n_features=6, noise=1.0, random_state=0)
 HOLES = X.copy()
@@ -44,7 +46,7 @@ def _sklearn_means(model, X_fit, X_rows):
 def test_leaf_means_are_the_fitting_rows_means_in_scikit_learn_s_leaves(forest):
     abrf = attention.fit(forest, HOLES[:200], Y[:200], epsilon=0.0)
     rows = HOLES[200:]
-    leaves = attention.evaluate.apply(abrf.ensemble, rows)
+    leaves = evaluate.apply(abrf.ensemble, rows)
     ours = np.stack([abrf.leaf_means[k][leaves[:, k]] for k in range(abrf.n_trees)], axis=1)
     np.testing.assert_allclose(ours, _sklearn_means(forest, HOLES[:200], rows), rtol=1e-12, equal_nan=True)
 
@@ -90,7 +92,7 @@ def test_a_leaf_no_fitting_row_reached_leaves_its_tree_out_of_the_softmax(forest
     few = X[:20]  # most leaves get no fitting row
     abrf = attention.fit(forest, few, Y[:20], epsilon=0.0, tau=5.0)
     rows = X[200:]
-    leaves = attention.evaluate.apply(abrf.ensemble, rows)
+    leaves = evaluate.apply(abrf.ensemble, rows)
     empty = np.stack([abrf.leaf_counts[k][leaves[:, k]] == 0 for k in range(abrf.n_trees)], axis=1)
     assert empty.any() and not empty.all(axis=1).all()
     D = abrf.softmax_weights(rows)
@@ -367,14 +369,14 @@ def test_the_analytic_gradient_is_the_loss_s_slope(forest, eps):
     """The gradient L-BFGS follows, against central differences of the loss, whose value is
     the objective of the model at those parameters (computed on another path)."""
     start = attention.fit(forest, HOLES[:200], Y[:200], epsilon=eps, tau=3.0)
-    leaves = attention.evaluate.apply(start.ensemble, HOLES[:200])
+    leaves = evaluate.apply(start.ensemble, HOLES[:200])
     Yk = Y[:200, None]
-    loss_and_gradient = attention._gradient_problem(start, HOLES[:200], Yk, leaves, eps)[0]
+    loss_and_gradient = gradient._gradient_problem(start, HOLES[:200], Yk, leaves, eps)[0]
     problem = lambda params: loss_and_gradient(params, start.weights)  # noqa: E731
     rng = np.random.default_rng(0)
     params = np.concatenate([rng.normal(0, 0.5, start.n_trees), rng.normal(0, 0.5, start.ensemble.n_features)])
     value, grad = problem(params)
-    model = attention._gradient_model(start, params, start.weights, 3)
+    model = gradient._gradient_model(start, params, start.weights, 3)
     assert value == pytest.approx(attention.objective(model, HOLES[:200], Y[:200]), rel=1e-9)
     h = 1e-6
     numeric = np.array([(problem(params + h * e)[0] - problem(params - h * e)[0]) / (2 * h) for e in np.eye(params.size)])

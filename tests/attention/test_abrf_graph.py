@@ -16,9 +16,11 @@ from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 
 import tree2mat
 from tree2mat import attention
+from tree2mat.attention import fitting
 from tree2mat.attention import graph as attention_graph
 from tree2mat.cli import main
 from tree2mat.errors import OptionError, UnsupportedModelError
+from tree2mat.ir import evaluate
 from tree2mat.verify import synthesize
 
 X, Y = make_friedman1(n_samples=400, n_features=6, noise=1.0, random_state=0)
@@ -74,7 +76,7 @@ def test_float64_graphs_and_the_leaves_output(holes_forest):
     onx = tree2mat.convert(abrf, "bitvector", dtype="float64", leaves=True)
     session = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     variable, leaves = session.run(None, {"input": HOLES[250:]})
-    np.testing.assert_array_equal(leaves, attention.evaluate.apply(abrf.ensemble, HOLES[250:]))
+    np.testing.assert_array_equal(leaves, evaluate.apply(abrf.ensemble, HOLES[250:]))
     np.testing.assert_allclose(variable[:, 0], abrf.predict(HOLES[250:]), rtol=1e-12, atol=1e-12)
     report = tree2mat.verify(abrf, onx, rows=200)
     assert report.passed and report.atol < 1e-11, report.summary()
@@ -113,8 +115,8 @@ def test_verify_s_tolerance_holds_however_sharp_the_softmax(data, factor):
         "far offset": lambda: (make_friedman1(n_samples=500, random_state=1)[0] * 0.01 + 1e4, make_friedman1(n_samples=500, random_state=1)[1]),
     }[data]()
     model = ExtraTreesRegressor(n_estimators=40, max_depth=8, random_state=0).fit(Xd[:350], yd[:350])
-    leaves = attention.evaluate.apply(tree2mat.load(model), Xd[:350])
-    tau = factor * attention._distance_scale(tree2mat.load(model), Xd[:350], leaves)
+    leaves = evaluate.apply(tree2mat.load(model), Xd[:350])
+    tau = factor * fitting._distance_scale(tree2mat.load(model), Xd[:350], leaves)
     abrf = attention.fit(model, Xd[:350], yd[:350], epsilon=0.25, tau=tau)
     onx = tree2mat.convert(abrf)
     report = tree2mat.verify(abrf, onx, rows=1000)
@@ -164,7 +166,7 @@ def test_attend_convert_verify(files, capsys):
     assert (abrf.epsilon, abrf.tau) == (info["epsilon"], info["tau"])
     held = attention.held_out(files / "forest.joblib", X[250:], Y[250:], folds=3)  # (nested: tests/attention/test_abrf.py)
     assert info["attention"] == pytest.approx(attention.scores(Y[250:], held))
-    assert info["forest"]["r2"] == pytest.approx(1 - np.sum((Y[250:] - attention.evaluate.predict(abrf.ensemble, X[250:])["variable"][:, 0]) ** 2) / np.sum((Y[250:] - Y[250:].mean()) ** 2))
+    assert info["forest"]["r2"] == pytest.approx(1 - np.sum((Y[250:] - evaluate.predict(abrf.ensemble, X[250:])["variable"][:, 0]) ** 2) / np.sum((Y[250:] - Y[250:].mean()) ** 2))
     onnx_path = files / "forest.abrf.onnx"
     assert main(["convert", str(out), "-o", str(onnx_path)]) == 0
     capsys.readouterr()

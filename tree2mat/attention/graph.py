@@ -21,7 +21,9 @@ weights round in float32 (see :func:`default_atol`).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 import onnx
@@ -137,14 +139,25 @@ def _has_missing(forest: AttentionForest) -> bool:
     return any(bool(np.isnan(m[c > 0]).any()) for m, c in zip(forest.leaf_means, forest.leaf_counts))
 
 
-def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype) -> list[onnx.ValueInfoProto]:
-    """The attention from where the rows exit to ``variable`` [N, 1] (see the module's
-    docstring). Trees first throughout, as the exit index comes ([T, N], its trees in the form's
-    order, its positions the form's: the tables are laid out so, as the form's leaf values are;
-    no reordering of the index)."""
+class _Tables(NamedTuple):
+    """The attention's per-leaf tables, [T * L, ...] (tree k's leaves from row k L on, as
+    :meth:`Exit.per_slot` takes them), in the graph's dtype."""
+
+    #: The leaf means less :func:`_center` [T * L, F] (0 where a mean lacks a coordinate).
+    means: np.ndarray
+    #: 1 where a leaf's mean holds the coordinate [T * L, F].
+    present: np.ndarray
+    #: The leaf values [T * L, K].
+    values: np.ndarray
+    #: 1 where a training row reached the leaf (its mean exists) [T * L, 1].
+    reached: np.ndarray
+    #: Per feature, what the rows and the means are taken less [F].
+    center: np.ndarray
+
+
+def _tables(forest: AttentionForest, dtype: np.dtype) -> _Tables:
+    """The tables of ``forest`` (its trees in the ensemble's order; the exit lays them out)."""
     ens, T, L, F = forest.ensemble, forest.n_trees, _max_leaves(forest), forest.ensemble.n_features
-    S = exit.slots.shape[1]
-    dt = dtype.type
     means = np.zeros((T * L, F), dtype)
     present = np.zeros((T * L, F), dtype)
     values = np.zeros((T * L, ens.n_outputs), dtype)
@@ -156,7 +169,15 @@ def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype)
         present[rows] = ~np.isnan(m)
         values[rows] = tree.value
         reached[rows, 0] = forest.leaf_counts[k] > 0
-    weights = forest.weights[exit.order]
+    return _Tables(means, present, values, reached, center)
+
+
+def _gather(g: GraphBuilder, exit: Exit, forest: AttentionForest) -> Callable[..., str]:
+    """``rows_of(table, hint, squeeze=False)``: a [T * L, K] table's rows where each row exits,
+    [T, N, K] (``squeeze``: [T, N] of a one-column table). The tables are laid out as the exit
+    index is (:meth:`Exit.per_slot`), each tree's S positions after the previous tree's: one
+    index into all of them, the exit index plus each tree's offset, made here once."""
+    T, L, S = forest.n_trees, _max_leaves(forest), exit.slots.shape[1]
 
     def rows_of(table: np.ndarray, hint: str, squeeze: bool = False) -> str:  # [T * L, K] by the exit: [T, N, K]
         laid = exit.per_slot(table, L).reshape(T * S, -1)
@@ -164,38 +185,22 @@ def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype)
 
     offsets = (np.arange(T) * S).astype(exit.index_dtype)[:, None]
     idx = g.op("Add", [exit.index, g.const(offsets, "attention_offsets")], "attention_index")  # [T, N] into [T * S] tables
+    return rows_of
+
+
+def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype) -> list[onnx.ValueInfoProto]:
+    """The attention from where the rows exit to ``variable`` [N, 1] (see the module's
+    docstring). Trees first throughout, as the exit index comes ([T, N], its trees in the form's
+    order, its positions the form's: the tables are laid out so, as the form's leaf values are;
+    no reordering of the index)."""
+    dt = dtype.type
+    tables = _tables(forest, dtype)
+    weights = forest.weights[exit.order]
+    rows_of = _gather(g, exit, forest)
 
     def softmax() -> str:  # [T, N]: the softmax over the trees that take part
-        zero = g.const(dt(0), "attention_zero")
-        x_nan = g.op("IsNaN", ["input"], "attention_x_missing")
-        centered = g.op("Sub", ["input", g.const(center[None, :], "attention_center")], "attention_x_centered")
-        x0 = g.unsqueeze(g.op("Where", [x_nan, zero, centered], "attention_x"), [0], "attention_x_trees")  # [1, N, F]
-        diff = g.op("Sub", [x0, rows_of(means, "attention_means")], "attention_diff")  # [T, N, F]
-        if forest.feature_weights is not None:  # ABRF-2/3: (x - A) o z
-            diff = g.op("Mul", [diff, g.const(forest.feature_weights.astype(dtype)[None, None, :], "attention_feature_weights")], "attention_diff_z")
-        both = g.unsqueeze(g.op("Not", [x_nan], "attention_x_present"), [0], "attention_x_present_trees")  # [1, N, F]
-        if _has_missing(forest):
-            held = g.op("Cast", [rows_of(present, "attention_mean_present")], "attention_held", to=onnx.TensorProto.BOOL)
-            both = g.op("And", [both, held], "attention_both")
-        squares = g.op("Where", [both, g.op("Mul", [diff, diff], "attention_squares"), zero], "attention_squares_held")
-        d = g.reduce_sum(squares, [2], False, "attention_distance")  # [T, N]; +inf where it overflows
-        far = g.const(dt(FAR), "attention_far")
-        has_mean = g.op("Cast", [rows_of(reached, "attention_reached", squeeze=True)], "attention_has_mean", to=onnx.TensorProto.BOOL)
-        part = g.op("And", [has_mean, g.op("Not", [g.op("Greater", [d, far], "attention_too_far")], "attention_near")], "attention_part")
-        if forest.tree_scales is None:  # ABRF-1: -(d - nearest) / (2 tau), scaled last (no overflow however small tau)
-            dm = g.op("Where", [part, d, far], "attention_distance_part")
-            nearest = g.reduce_max(dm, [0], True, "attention_nearest", op_type="ReduceMin")  # [1, N]
-            z = g.op("Mul", [g.op("Sub", [dm, nearest], "attention_delta"), g.const(dt(1.0 / (2.0 * forest.tau)), "attention_inv_2tau")], "attention_z")
-        else:  # ABRF-2/3: d v_k / 2 per tree first (v_k / 2 <= 1/2: no overflow), then less the nearest
-            scales = g.const((forest.tree_scales[exit.order] / 2.0).astype(dtype)[:, None], "attention_tree_scales")
-            dm = g.op("Where", [part, g.op("Mul", [d, scales], "attention_scaled"), far], "attention_distance_part")
-            nearest = g.reduce_max(dm, [0], True, "attention_nearest", op_type="ReduceMin")  # [1, N]
-            z = g.op("Sub", [dm, nearest], "attention_z")
-        e = g.op("Where", [part, g.op("Exp", [g.op("Neg", [z], "attention_neg_z")], "attention_exp"), zero], "attention_e")
-        count = g.reduce_sum(g.op("Cast", [part], "attention_part_n", to=ONNX_TYPE[dtype]), [0], True, "attention_parts")
-        none = g.op("Less", [count, g.const(dt(0.5), "attention_half")], "attention_none")  # [1, N]: all alike
-        e = g.op("Where", [none, g.const(dt(1), "attention_one"), e], "attention_e_all")
-        return g.op("Div", [e, g.reduce_sum(e, [0], True, "attention_e_sum")], "attention_softmax")
+        d, part = _distances(g, forest, dtype, tables, rows_of)
+        return _softmax(g, forest, dtype, d, part, exit.order)
 
     eps = forest.epsilon
     if eps == 0.0:
@@ -206,15 +211,64 @@ def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype)
         alpha = g.op("Add", [g.op("Mul", [softmax(), g.const(dt(1.0 - eps), "attention_one_minus_eps")], "attention_soft_part"),
                              g.const((eps * weights).astype(dtype)[:, None], "attention_eps_w")], "attention_alpha")
     if not forest.is_classifier:
-        weighted = g.op("Mul", [alpha, rows_of(values, "attention_values", squeeze=True)], "attention_weighted")  # [T, N]
+        weighted = g.op("Mul", [alpha, rows_of(tables.values, "attention_values", squeeze=True)], "attention_weighted")  # [T, N]
         total = g.reduce_sum(weighted, [0], True, "attention_total")  # [1, N]
         g.op("Transpose", [total], out="variable", perm=[1, 0])
         return [tensor_info("variable", dtype, ["N", 1])]
     # a classifier: the weighted class probabilities [N, C], and the first class of the largest
-    weighted = g.op("Mul", [g.unsqueeze(alpha, [2], "attention_alpha_classes"), rows_of(values, "attention_values")], "attention_weighted")
+    weighted = g.op("Mul", [g.unsqueeze(alpha, [2], "attention_alpha_classes"), rows_of(tables.values, "attention_values")], "attention_weighted")
     axes = g.const(np.asarray([0], np.int64), "attention_trees_axis")
     proba = g.op("ReduceSum", [weighted, axes], out="probabilities", keepdims=0)
     best = g.op("ArgMax", [proba], "attention_class", axis=1, keepdims=0)
     classes = forest.ensemble.classes[0]
     g.op("Gather", [g.const(classes, "attention_classes"), best], out="label", axis=0)
     return [tensor_info("label", label_dtype((classes,)), ["N"]), tensor_info("probabilities", dtype, ["N", len(classes)])]
+
+
+def _distances(g: GraphBuilder, forest: AttentionForest, dtype: np.dtype, tables: _Tables, rows_of: Callable[..., str]) -> tuple[str, str]:
+    """Each tree's squared distance from the row to its leaf's mean over the coordinates both
+    hold (ABRF-2/3: of ``(x - A) o z``), ``d`` [T, N], +inf where it overflows; and ``part``
+    [T, N]: whether the tree takes part in the row's softmax (its leaf has a mean, ``d`` is
+    within :data:`FAR`)."""
+    dt = dtype.type
+    zero = g.const(dt(0), "attention_zero")
+    x_nan = g.op("IsNaN", ["input"], "attention_x_missing")
+    centered = g.op("Sub", ["input", g.const(tables.center[None, :], "attention_center")], "attention_x_centered")
+    x0 = g.unsqueeze(g.op("Where", [x_nan, zero, centered], "attention_x"), [0], "attention_x_trees")  # [1, N, F]
+    diff = g.op("Sub", [x0, rows_of(tables.means, "attention_means")], "attention_diff")  # [T, N, F]
+    if forest.feature_weights is not None:  # ABRF-2/3: (x - A) o z
+        diff = g.op("Mul", [diff, g.const(forest.feature_weights.astype(dtype)[None, None, :], "attention_feature_weights")], "attention_diff_z")
+    both = g.unsqueeze(g.op("Not", [x_nan], "attention_x_present"), [0], "attention_x_present_trees")  # [1, N, F]
+    if _has_missing(forest):
+        held = g.op("Cast", [rows_of(tables.present, "attention_mean_present")], "attention_held", to=onnx.TensorProto.BOOL)
+        both = g.op("And", [both, held], "attention_both")
+    squares = g.op("Where", [both, g.op("Mul", [diff, diff], "attention_squares"), zero], "attention_squares_held")
+    d = g.reduce_sum(squares, [2], False, "attention_distance")  # [T, N]; +inf where it overflows
+    far = g.const(dt(FAR), "attention_far")
+    has_mean = g.op("Cast", [rows_of(tables.reached, "attention_reached", squeeze=True)], "attention_has_mean", to=onnx.TensorProto.BOOL)
+    part = g.op("And", [has_mean, g.op("Not", [g.op("Greater", [d, far], "attention_too_far")], "attention_near")], "attention_part")
+    return d, part
+
+
+def _softmax(g: GraphBuilder, forest: AttentionForest, dtype: np.dtype, d: str, part: str, order: np.ndarray) -> str:
+    """The softmax over the trees that take part (``part``) of ``-d`` scaled, [T, N]: ABRF-1's
+    ``1 / (2 tau)`` applied after the nearest is subtracted, ABRF-2/3's ``v_k / 2`` (its trees
+    in ``order``, the exit's) before; all trees alike for a row where none takes part. (Its
+    constants 0 and :data:`FAR` are :func:`_distances`'s: the builder makes a constant asked
+    for twice one initializer.)"""
+    dt = dtype.type
+    zero, far = g.const(dt(0), "attention_zero"), g.const(dt(FAR), "attention_far")
+    if forest.tree_scales is None:  # ABRF-1: -(d - nearest) / (2 tau), scaled last (no overflow however small tau)
+        dm = g.op("Where", [part, d, far], "attention_distance_part")
+        nearest = g.reduce_max(dm, [0], True, "attention_nearest", op_type="ReduceMin")  # [1, N]
+        z = g.op("Mul", [g.op("Sub", [dm, nearest], "attention_delta"), g.const(dt(1.0 / (2.0 * forest.tau)), "attention_inv_2tau")], "attention_z")
+    else:  # ABRF-2/3: d v_k / 2 per tree first (v_k / 2 <= 1/2: no overflow), then less the nearest
+        scales = g.const((forest.tree_scales[order] / 2.0).astype(dtype)[:, None], "attention_tree_scales")
+        dm = g.op("Where", [part, g.op("Mul", [d, scales], "attention_scaled"), far], "attention_distance_part")
+        nearest = g.reduce_max(dm, [0], True, "attention_nearest", op_type="ReduceMin")  # [1, N]
+        z = g.op("Sub", [dm, nearest], "attention_z")
+    e = g.op("Where", [part, g.op("Exp", [g.op("Neg", [z], "attention_neg_z")], "attention_exp"), zero], "attention_e")
+    count = g.reduce_sum(g.op("Cast", [part], "attention_part_n", to=ONNX_TYPE[dtype]), [0], True, "attention_parts")
+    none = g.op("Less", [count, g.const(dt(0.5), "attention_half")], "attention_none")  # [1, N]: all alike
+    e = g.op("Where", [none, g.const(dt(1), "attention_one"), e], "attention_e_all")
+    return g.op("Div", [e, g.reduce_sum(e, [0], True, "attention_e_sum")], "attention_softmax")
