@@ -201,9 +201,9 @@ def test_chunks_are_writable_arrays_of_their_own(tmp_path):
 
 
 def test_a_csv_without_line_breaks_is_not_read_whole(tmp_path, monkeypatch):
-    import tree2mat.data as data
+    import tree2mat.data._csv as csv_rows
 
-    monkeypatch.setattr(data, "MAX_CSV_LINE", 1000)
+    monkeypatch.setattr(csv_rows, "MAX_CSV_LINE", 1000)
     (tmp_path / "long.csv").write_text(",".join(["1"] * 600) + "\n")
     with pytest.raises(DataError, match="a line is longer than"):
         list(read_chunks(open_rows(tmp_path / "long.csv"), 10))

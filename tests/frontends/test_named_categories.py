@@ -121,7 +121,7 @@ def test_a_wrong_encoding_fails_verify(model, tmp_path, monkeypatch):
     onx = tree2mat.convert(model)
     assert tree2mat.verify(model, onx, data=rows).passed
     right = data_module.encoder
-    monkeypatch.setattr(data_module, "encoder", lambda labels: lambda cell: (right(labels)(cell) + 1) % len(labels))
+    monkeypatch.setattr(data_module._csv, "encoder", lambda labels: lambda cell: (right(labels)(cell) + 1) % len(labels))
     assert not tree2mat.verify(model, onx, data=rows).passed
 
 
@@ -203,7 +203,7 @@ def test_xgboost_stored_categories(tmp_path, capsys, monkeypatch, suffix):
     assert main(["verify", str(path), str(out), "--data", str(tmp_path / "rows.csv"), "--json", "-"]) == 0
     assert json.loads(capsys.readouterr().out)["passed"]
     right = data_module.encoder  # codes one off: XGBoost, reading the names itself, disagrees
-    monkeypatch.setattr(data_module, "encoder", lambda labels: lambda cell: (right(labels)(cell) + 1) % len(labels))
+    monkeypatch.setattr(data_module._csv, "encoder", lambda labels: lambda cell: (right(labels)(cell) + 1) % len(labels))
     assert not tree2mat.verify(path, str(out), data=str(tmp_path / "rows.csv")).passed
 
 
