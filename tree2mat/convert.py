@@ -91,7 +91,12 @@ def convert(
         form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul, max_memory=max_memory, batch_hint=batch_hint,
         target=target,
     )
-    step = progress or quiet
+    return _convert(model_or_path, options, progress or quiet)
+
+
+def _convert(model_or_path: Any, options: ConvertOptions, step: Progress) -> onnx.ModelProto:
+    """:func:`convert` once its options are checked: the model read (within ``options.max_memory``)
+    and built as what it is, an attention forest, a pipeline or a tree model."""
     step("reading the model")
     with limits.checking(auto.declared_check(options.max_memory)), limits.reporting(_reading(step)):
         obj = frontends.load_object(model_or_path)

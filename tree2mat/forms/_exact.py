@@ -145,6 +145,47 @@ def dense_form(
 TreeScores = Callable[[Tree], tuple[np.ndarray, np.ndarray]]
 
 
+#: A group of trees padded together (:func:`padded_groups`): the trees, the nodes and the
+#: matrix [T_g, L_g, I_g (+ 1: the bias column)] of their scores, and the bias [T_g, L_g].
+ScoreGroup = tuple[np.ndarray, int, np.ndarray, np.ndarray]
+
+
+def _score_groups(ens: Ensemble, tests: _nodes.NodeTests, tree_scores: TreeScores, pad_bias: float) -> tuple[list[ScoreGroup], bool]:
+    """Each group's score matrix and bias (see :func:`exit_by_scores`), and whether any tree has a
+    bias (then the swap nodes' columns are negated, their sum added to the bias, and the bias is
+    the matrix's last column)."""
+    groups = []
+    for trees, n_nodes, n_leaves in padded_groups(ens):
+        m = np.zeros((trees.size, n_leaves, n_nodes), np.float32)
+        b = np.full((trees.size, n_leaves), pad_bias, np.float32)
+        for k, t in enumerate(trees):
+            tree = ens.trees[t]
+            m[k, : tree.n_leaves, : tree.n_internal], b[k, : tree.n_leaves] = tree_scores(tree)
+        groups.append((trees, n_nodes, m, b))
+    with_bias = any(np.any(b) for *_, b in groups)
+    if with_bias:
+        for k, (trees, n_nodes, m, b) in enumerate(groups):
+            swap = tests.swap[trees, :n_nodes]
+            b = b + np.einsum("tli,ti->tl", m, swap.astype(np.float32))
+            groups[k] = (trees, n_nodes, np.concatenate([np.where(swap[:, None, :], -m, m), b[:, :, None]], axis=2), b)
+    return groups, with_bias
+
+
+def _check_matmul(groups: list[ScoreGroup], matmul: str) -> None:
+    """Refuse a ``matmul`` type whose entries or partial sums cannot hold the groups' exactly."""
+    entry = max(int(np.abs(m).max()) for _, _, m, _ in groups)
+    if matmul == "int8" and entry > 127:
+        raise UnsupportedModelError(
+            f"--matmul int8 holds matrix entries up to 127; this model's reach {entry}; use --matmul float32"
+        )
+    bound = max(int(np.abs(m).sum(axis=2).max()) for _, _, m, _ in groups)
+    if bound > MATMUL_DTYPES[matmul]:
+        raise UnsupportedModelError(
+            f"--matmul {matmul} holds integers up to {MATMUL_DTYPES[matmul]} exactly; this model's "
+            f"path sums reach {bound}; use --matmul float32 or int8"
+        )
+
+
 def exit_by_scores(
     g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, tree_scores: TreeScores, pad_bias: float,
     matmul: str, hint: str,
@@ -164,31 +205,8 @@ def exit_by_scores(
     MatMulInteger the CUDA provider has; onnxruntime's CPU is faster at u8 x s8, but a graph must
     run everywhere)."""
     tests = _nodes.node_tests(ens, st)
-    groups = []
-    for trees, n_nodes, n_leaves in padded_groups(ens):
-        m = np.zeros((trees.size, n_leaves, n_nodes), np.float32)
-        b = np.full((trees.size, n_leaves), pad_bias, np.float32)
-        for k, t in enumerate(trees):
-            tree = ens.trees[t]
-            m[k, : tree.n_leaves, : tree.n_internal], b[k, : tree.n_leaves] = tree_scores(tree)
-        groups.append((trees, n_nodes, m, b))
-    with_bias = any(np.any(b) for *_, b in groups)
-    if with_bias:
-        for k, (trees, n_nodes, m, b) in enumerate(groups):
-            swap = tests.swap[trees, :n_nodes]
-            b = b + np.einsum("tli,ti->tl", m, swap.astype(np.float32))
-            groups[k] = (trees, n_nodes, np.concatenate([np.where(swap[:, None, :], -m, m), b[:, :, None]], axis=2), b)
-    entry = max(int(np.abs(m).max()) for _, _, m, _ in groups)
-    if matmul == "int8" and entry > 127:
-        raise UnsupportedModelError(
-            f"--matmul int8 holds matrix entries up to 127; this model's reach {entry}; use --matmul float32"
-        )
-    bound = max(int(np.abs(m).sum(axis=2).max()) for _, _, m, _ in groups)
-    if bound > MATMUL_DTYPES[matmul]:
-        raise UnsupportedModelError(
-            f"--matmul {matmul} holds integers up to {MATMUL_DTYPES[matmul]} exactly; this model's "
-            f"path sums reach {bound}; use --matmul float32 or int8"
-        )
+    groups, with_bias = _score_groups(ens, tests, tree_scores, pad_bias)
+    _check_matmul(groups, matmul)
     bits = _nodes.test_bits(g, ens, st, x, tests, [(trees, n) for trees, n, *_ in groups], right=not with_bias, ones=with_bias)
     leaves = []
     for k, ((_, _, m, _), r) in enumerate(zip(groups, bits)):

@@ -176,6 +176,19 @@ class NodeTests:
     width: int  # the augmented input's columns
 
 
+def _rescale(block: np.ndarray, threshold: np.ndarray, numeric: np.ndarray) -> None:
+    """In place, on the ``numeric`` nodes: thresholds at or past bfloat16's range halved and
+    subnormal ones scaled up, each test moved to the block of its column so scaled (HALVED,
+    UPSCALED). Exact: both are scalings by powers of two."""
+    dt = threshold.dtype.type
+    huge = numeric & np.isin(block, list(HALVED.values())) & (np.abs(threshold.astype(np.float64)) >= BF16_MAX) & np.isfinite(threshold)
+    block[huge] = np.char.add(block[huge].astype(str), "2")
+    threshold[huge] = threshold[huge] / dt(2)  # (exact: a power-of-two scaling of a number this large)
+    tiny = numeric & np.isin(block, list(UPSCALED.values())) & (threshold != 0) & (np.abs(threshold) < np.finfo(threshold.dtype).tiny)
+    block[tiny] = np.char.add(block[tiny].astype(str), "s")
+    threshold[tiny] = threshold[tiny] * dt(UPSCALE)  # (exact: a subnormal scaled by a power of two)
+
+
 def node_tests(ens: Ensemble, st: _stack.Stacked, extra: tuple[str, ...] = ()) -> NodeTests:
     """Each test as one ``value > threshold`` on a NaN-free column, with a finite threshold, the
     missing values going where the library sends them (``extra``: blocks to include even when no
@@ -220,12 +233,7 @@ def node_tests(ens: Ensemble, st: _stack.Stacked, extra: tuple[str, ...] = ()) -
         threshold[hit] = np.broadcast_to(thr, (T, I))[hit]
         swap[hit] = sw
         todo &= ~hit
-    huge = valid & ~cat & np.isin(block, list(HALVED.values())) & (np.abs(threshold.astype(np.float64)) >= BF16_MAX) & np.isfinite(threshold)
-    block[huge] = np.char.add(block[huge].astype(str), "2")
-    threshold[huge] = threshold[huge] / dt(2)  # (exact: a power-of-two scaling of a number this large)
-    tiny = valid & ~cat & np.isin(block, list(UPSCALED.values())) & (threshold != 0) & (np.abs(threshold) < np.finfo(t.dtype).tiny)
-    block[tiny] = np.char.add(block[tiny].astype(str), "s")
-    threshold[tiny] = threshold[tiny] * dt(UPSCALE)  # (exact: a subnormal scaled by a power of two)
+    _rescale(block, threshold, valid & ~cat)
     block[cat] = "cat"
     threshold[cat] = dt(0.5)
     index = st.feature.copy()

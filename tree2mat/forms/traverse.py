@@ -235,19 +235,8 @@ def _walk_wide(g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: str, 
     S = replicas(T, (T + MAX_REPLICAS) * row_bytes)
     Tp = -(-T // S) * S
     start = (np.arange(Tp, dtype=np.int32) * P)[None, :]
-    copies = g.const(np.asarray([S, 1], np.int64), "table_copies")
-
-    def flat(table: str, pad: np.ndarray, hint: str) -> str:  # [S, T' P]: the T' - T trees of one leaf ``pad`` added
-        padded = g.op("Concat", [table, g.const(pad, f"pad_{hint}")], f"padded_{hint}", axis=0) if Tp > T else table
-        return g.op("Tile", [g.op("Reshape", [padded, g.const(np.asarray([1, -1], np.int64), "one_row")], f"flat_{hint}"), copies], f"wide_{hint}")
-
+    column, threshold, first = _wide_tables(g, tab, tables, Tp, S, start)
     never_column, never_threshold = tab.never
-    pad = (Tp - T, P)
-    column = flat(tables.column, np.full(pad, never_column, np.int32), "column")
-    threshold = flat(tables.threshold, np.full(pad, never_threshold, tab.threshold.dtype), "threshold")
-    # (a padding tree's nodes point at its root, which points at itself)
-    first = flat(tables.global_first, np.repeat(start[0, T:, None], P, axis=1), "first")
-
     grid = b.const(np.asarray([S, -1], np.int64), "wide_grid")
     rows_of = {}
 
@@ -285,6 +274,25 @@ def _walk_wide(g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: str, 
     local = b.op("Sub", [cur, b.const(start, "wide_tree_start")], "wide_exit_rows")
     exit_sorted = b.op("Transpose", [local], "wide_exit_padded", perm=[1, 0])
     return _slice(b, exit_sorted, 0, T, 0, "exit_node_sorted") if Tp > T else exit_sorted
+
+
+def _wide_tables(g: GraphBuilder, tab: _walk.NodeTable, tables: _Tables, Tp: int, S: int, start: np.ndarray) -> tuple[str, str, str]:
+    """In ``g`` (where runtimes fold them once): S copies of the flat column, threshold and
+    global-first tables, [S, T' P] each, the T' - T padding trees of one leaf added."""
+    T, P = tab.column.shape
+    copies = g.const(np.asarray([S, 1], np.int64), "table_copies")
+
+    def flat(table: str, pad: np.ndarray, hint: str) -> str:  # [S, T' P]: the T' - T trees of one leaf ``pad`` added
+        padded = g.op("Concat", [table, g.const(pad, f"pad_{hint}")], f"padded_{hint}", axis=0) if Tp > T else table
+        return g.op("Tile", [g.op("Reshape", [padded, g.const(np.asarray([1, -1], np.int64), "one_row")], f"flat_{hint}"), copies], f"wide_{hint}")
+
+    never_column, never_threshold = tab.never
+    pad = (Tp - T, P)
+    column = flat(tables.column, np.full(pad, never_column, np.int32), "column")
+    threshold = flat(tables.threshold, np.full(pad, never_threshold, tab.threshold.dtype), "threshold")
+    # (a padding tree's nodes point at its root, which points at itself)
+    first = flat(tables.global_first, np.repeat(start[0, T:, None], P, axis=1), "first")
+    return column, threshold, first
 
 
 def _walk_flat(
