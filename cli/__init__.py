@@ -39,6 +39,7 @@ from typing import Any  # noqa: E402
 import typer  # noqa: E402
 
 from tree2mat.errors import Tree2MatError, Tree2MatWarning  # noqa: E402
+from tree2mat.frontends.loading import safe_loading  # noqa: E402 (loaded here, under the handler above: main() runs without it)
 
 # The commands, one module each, register on the app as they load, in the order of the help.
 # isort: off
@@ -51,8 +52,6 @@ from ._output import _one_line  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; errors are one line on stderr. ``--debug`` (anywhere on the line) adds the
     traceback before that line; exit codes stay the same."""
-    from tree2mat.frontends.loading import safe_loading
-
     args = list(sys.argv[1:] if argv is None else argv)
     debug, safe = "--debug" in args, "--safe" in args
     args = [a for a in args if a not in ("--debug", "--safe")]
