@@ -6,6 +6,11 @@ Semantics followed (scikit-learn 1.5 - 1.9):
 - ``HistGradientBoosting*`` compare float64 input with ``<=``; categorical features pass through an
   internal ``OrdinalEncoder`` (exact value -> code; unseen values and NaN count as missing), so a
   categorical node is a set of raw category values.
+
+The package: :mod:`~tree2mat.frontends.sklearn.hist` (``HistGradientBoosting*``, whose trees are
+node arrays of their own) and :mod:`~tree2mat.frontends.sklearn.shared` (what every converter's
+IR takes alike); here, the estimators made of ``Tree`` objects, the registry, the estimators' own
+predictions and the SPEC.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ import numpy as np
 
 from tree2mat.errors import UnsupportedModelError
 from tree2mat.frontends._spec import FrontendSpec
-from tree2mat.frontends._support import SupportRow, labelled_frame, normalize_classes
-from tree2mat.ir.build import tree_from_nodes
+from tree2mat.frontends._support import SupportRow, labelled_frame
+from tree2mat.frontends.sklearn.hist import _hist_gradient_boosting
+from tree2mat.frontends.sklearn.shared import _class_groups, _classifier_values, _common, _name, _sk_tree
 from tree2mat.ir.core import (
     Aggregation,
     Comparison,
@@ -28,69 +34,9 @@ from tree2mat.ir.core import (
     Link,
     OutlierParams,
     Task,
-    Tree,
 )
 
-F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
-
-
-# ---------------------------------------------------------------------------------------- helpers
-
-
-def _name(model: Any) -> str:
-    return type(model).__name__
-
-
-def _class_groups(model: Any) -> tuple[np.ndarray, ...]:
-    classes = model.classes_
-    groups = list(classes) if isinstance(classes, list) else [classes]
-    groups = [normalize_classes(c, _name(model)) for c in groups]
-    if any(len(g) < 2 for g in groups):
-        raise UnsupportedModelError(f"{_name(model)} was fitted on a single class; there is nothing to convert")
-    if len({g.dtype.kind for g in groups}) > 1:
-        raise UnsupportedModelError(f"{_name(model)}: targets mix string and integer labels")
-    return tuple(groups)
-
-
-def _sk_tree(est: Any, values: np.ndarray, feature_map: np.ndarray | None = None) -> Tree:
-    """An sklearn ``Tree`` object with leaf values [n_nodes, K] to an IR tree."""
-    t = est.tree_
-    is_leaf = t.children_left == -1
-    feature = np.where(is_leaf, 0, t.feature).astype(np.int64)
-    if feature_map is not None:
-        feature = np.asarray(feature_map, np.int64)[feature]
-    missing_left = getattr(t, "missing_go_to_left", np.zeros(t.node_count, np.uint8))
-    return tree_from_nodes(
-        t.children_left, t.children_right, is_leaf, feature, t.threshold,
-        np.asarray(missing_left, bool), values, where=_name(est),
-    )
-
-
-def _classifier_values(est: Any, n_classes: tuple[int, ...]) -> np.ndarray:
-    """Per node, the class fractions of every target side by side: [n_nodes, sum(C)]."""
-    v = est.tree_.value
-    return np.concatenate([v[:, k, :c] for k, c in enumerate(n_classes)], axis=1)
-
-
-def _tags(model: Any) -> tuple[bool, bool]:
-    """(accepts NaN, accepts inf) at predict time."""
-    try:
-        allow_nan = bool(model.__sklearn_tags__().input_tags.allow_nan)
-    except AttributeError:  # pragma: no cover - older scikit-learn
-        allow_nan = False
-    return allow_nan, False
-
-
-def _common(model: Any) -> dict[str, Any]:
-    names = getattr(model, "feature_names_in_", None)
-    nan, inf = _tags(model)
-    return {
-        "n_features": int(model.n_features_in_),
-        "feature_names": tuple(str(n) for n in names) if names is not None else None,
-        "source": f"sklearn.{_name(model)}",
-        "accepts_nan": nan,
-        "accepts_inf": inf,
-    }
+F32 = np.dtype(np.float32)
 
 
 # ------------------------------------------------------------------------- trees and forests
@@ -201,94 +147,6 @@ def _gradient_boosting(model: Any) -> Ensemble:
         trees=tuple(trees), n_outputs=k, output_index=np.asarray(index), comparison=Comparison.LE,
         source_dtype=F32, aggregation=Aggregation.SUM, base_score=base, link=Link.IDENTITY,
         task=Task.REGRESSION, **common,
-    ).validate()
-
-
-Labels = tuple[tuple[int, tuple[str | int | float, ...]], ...]
-
-
-def _hgb_columns(model: Any) -> tuple[np.ndarray, dict[int, np.ndarray], Labels]:
-    """Map HGB's internal columns to input columns; the values the graph takes for each
-    internal categorical column's categories (in its encoder's order); the labels of input
-    columns with non-numeric categories, whose values are then the codes (positions)."""
-    n = int(model.n_features_in_)
-    pre = getattr(model, "_preprocessor", None)
-    if pre is None:
-        return np.arange(n), {}, ()
-    order = np.zeros(n, np.int64)
-    cats: dict[int, np.ndarray] = {}
-    labels: list[tuple[int, tuple[str | int | float, ...]]] = []
-    for name, trans, cols in pre.transformers_:
-        if name == "remainder":
-            continue
-        src = np.flatnonzero(cols) if np.asarray(cols).dtype == bool else np.asarray(cols, np.int64)
-        out = np.arange(n)[pre.output_indices_[name]]
-        order[out] = src
-        if name == "encoder":
-            for j, values in zip(out, trans.categories_):
-                values = np.asarray(values)
-                if values.dtype.kind in "iuf":
-                    values = values.astype(np.float64)
-                    cats[int(j)] = values[~np.isnan(values)]
-                    continue
-                # NaN is no category (its code is NaN); None, in an object column, is one: refused below
-                known = [v for v in values.tolist() if not (isinstance(v, float) and np.isnan(v))]
-                if not all(isinstance(v, str) for v in known):
-                    raise UnsupportedModelError(
-                        f"{_name(model)}: categorical column {int(order[j])} has categories of mixed or "
-                        f"unsupported types ({sorted({type(v).__name__ for v in known})}); strings or numbers are supported"
-                    )
-                # The graph takes the code (position) of a category named by a string.
-                cats[int(j)] = np.arange(len(known), dtype=np.float64)
-                labels.append((int(order[j]), tuple(known)))
-    return order, cats, tuple(sorted(labels))
-
-
-
-def _hgb_tree(model: Any, predictor: Any, order: np.ndarray, cats: dict[int, np.ndarray]) -> Tree:
-    nodes = predictor.nodes
-    bitsets = predictor.raw_left_cat_bitsets
-    categories = {}
-    for i in np.flatnonzero(nodes["is_categorical"] & ~nodes["is_leaf"].astype(bool)):
-        col = int(nodes["feature_idx"][i])
-        values = cats[col]
-        codes = np.arange(values.size)
-        row = bitsets[int(nodes["bitset_idx"][i])]
-        goes_left = ((row[codes // 32] >> (codes % 32).astype(np.uint32)) & 1).astype(bool)
-        categories[int(i)] = (values, goes_left)
-    is_leaf = nodes["is_leaf"].astype(bool)
-    return tree_from_nodes(
-        nodes["left"], nodes["right"], is_leaf, order[nodes["feature_idx"].astype(np.int64)],
-        nodes["num_threshold"], nodes["missing_go_to_left"].astype(bool), nodes["value"],
-        categories=categories, where=_name(model),
-    )
-
-
-def _hist_gradient_boosting(model: Any) -> Ensemble:
-    name = _name(model)
-    order, cats, labels = _hgb_columns(model)
-    trees, index = [], []
-    for iteration in model._predictors:
-        for j, predictor in enumerate(iteration):
-            trees.append(_hgb_tree(model, predictor, order, cats))
-            index.append(j)
-    k = int(model.n_trees_per_iteration_)
-    base = np.asarray(model._baseline_prediction, np.float64).reshape(k)
-    link_name = type(model._loss.link).__name__
-    links = {"IdentityLink": Link.IDENTITY, "LogLink": Link.EXP, "LogitLink": Link.LOGISTIC,
-             "MultinomialLogit": Link.SOFTMAX}
-    if link_name not in links:
-        raise UnsupportedModelError(f"{name} with loss {model.loss!r} ({link_name}) is not supported")
-    # Its OrdinalEncoder refuses +-inf in categorical columns (numeric ones take it).
-    finite = tuple(sorted(int(order[j]) for j in cats))
-    common = dict(_common(model), accepts_nan=True, accepts_inf=True, finite_features=finite, category_labels=labels)
-    is_clf = hasattr(model, "classes_")
-    return Ensemble(
-        trees=tuple(trees), n_outputs=k, output_index=np.asarray(index), comparison=Comparison.LE,
-        source_dtype=F64, aggregation=Aggregation.SUM, base_score=base, link=links[link_name],
-        task=Task.CLASSIFICATION if is_clf else Task.REGRESSION,
-        classes=_class_groups(model) if is_clf else (),
-        label_rule=LabelRule.POSITIVE if is_clf and k == 1 else LabelRule.ARGMAX, **common,
     ).validate()
 
 
