@@ -20,13 +20,15 @@ treeple imports only with scikit-learn 1.6 (see docs/models.md); this module nev
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tree2mat.errors import ModelFileError, UnsupportedModelError
-from tree2mat.frontends import sklearn as sk
+from tree2mat.frontends import _sklearn_api as sk
 from tree2mat.frontends._spec import FrontendSpec
+from tree2mat.frontends._support import SupportRow
 from tree2mat.ir.build import tree_from_nodes
 from tree2mat.ir.core import Aggregation, Comparison, Ensemble, LabelRule, Link, Projections, Task, Tree
 
@@ -95,13 +97,19 @@ _CLS = "oblique splits (w . x <= t, float32 sums); int or str labels; multi-outp
 _REG = "oblique splits (w . x <= t, float32 sums); multi-output"
 _FOREST_REG = _REG + "; treeple 0.10.3 itself cannot fit or predict them (its ForestRegressor tags fail on scikit-learn 1.6)"
 
-# (scikit-learn's EstimatorSpec: a support table row and the converter)
-ESTIMATORS: dict[str, sk.EstimatorSpec] = {
-    f"{kind}DecisionTree{task}": sk.EstimatorSpec(what, _MISSING, notes, _single_tree)
+@dataclass(frozen=True)
+class EstimatorSpec(SupportRow):
+    """One supported estimator: its converter and what the README's support table says of it."""
+
+    convert: Callable[[Any], Ensemble] = _single_tree
+
+
+ESTIMATORS: dict[str, EstimatorSpec] = {
+    f"{kind}DecisionTree{task}": EstimatorSpec(what, _MISSING, notes, _single_tree)
     for kind in ("Oblique", "PatchOblique", "ExtraOblique")
     for task, what, notes in (("Classifier", "classification", _CLS), ("Regressor", "regression", _REG))
 } | {
-    f"{kind}RandomForest{task}": sk.EstimatorSpec(what, _MISSING, notes, _forest)
+    f"{kind}RandomForest{task}": EstimatorSpec(what, _MISSING, notes, _forest)
     for kind in ("Oblique", "PatchOblique", "ExtraOblique")
     for task, what, notes in (("Classifier", "classification", _CLS), ("Regressor", "regression", _FOREST_REG))
 }
@@ -126,6 +134,6 @@ SPEC = FrontendSpec(
     handles=handles,
     to_ensemble=to_ensemble,
     # treeple's estimators are scikit-learn's (predict, predict_proba, the forest's mean of them)
-    reference_outputs=sk.reference_outputs,
+    reference_outputs=lambda model, X, raw, ens: sk.estimator_outputs(model, X, raw),
     estimators=ESTIMATORS,
 )

@@ -8,8 +8,8 @@ Semantics followed (scikit-learn 1.5 - 1.9):
   categorical node is a set of raw category values.
 
 The package: :mod:`~tree2mat.frontends.sklearn.hist` (``HistGradientBoosting*``, whose trees are
-node arrays of their own) and :mod:`~tree2mat.frontends.sklearn.shared` (what every converter's
-IR takes alike); here, the estimators made of ``Tree`` objects, the registry, the estimators' own
+node arrays of their own); :mod:`tree2mat.frontends._sklearn_api` holds what this frontend
+shares with treeple's (an estimator's classes, trees and predictions); here, the estimators made of ``Tree`` objects, the registry, the estimators' own
 predictions and the SPEC.
 """
 
@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from tree2mat.errors import UnsupportedModelError
+from tree2mat.frontends._sklearn_api import _class_groups, _classifier_values, _common, _name, _sk_tree, estimator_outputs
 from tree2mat.frontends._spec import FrontendSpec
 from tree2mat.frontends._support import SupportRow, labelled_frame
 from tree2mat.frontends.sklearn.hist import _hist_gradient_boosting
-from tree2mat.frontends.sklearn.shared import _class_groups, _classifier_values, _common, _name, _sk_tree
 from tree2mat.ir.core import (
     Aggregation,
     Comparison,
@@ -244,23 +244,12 @@ def to_ensemble(model: Any) -> Ensemble:
 # ------------------------------------------------------------------------- reference outputs
 
 
-def _stack_proba(proba: Any) -> np.ndarray:
-    if not isinstance(proba, list):
-        return np.asarray(proba)
-    width = max(p.shape[1] for p in proba)
-    out = np.zeros((proba[0].shape[0], len(proba), width))
-    for j, p in enumerate(proba):
-        out[:, j, : p.shape[1]] = p
-    return out
-
-
 def reference_outputs(model: Any, X: np.ndarray, raw: bool, ens: Ensemble) -> dict[str, np.ndarray]:
     """The model's own predictions, under the graph's output names (``ens``: its IR; a model
     with named categories reads codes as the names they stand for)."""
     if ens.category_labels and isinstance(X, np.ndarray):
         X = labelled_frame(ens, X)
     name = _name(model)
-    n = X.shape[0]
     if name == "IsolationForest":
         out = {"label": np.asarray(model.predict(X))}
         samples = np.asarray(model.score_samples(X))
@@ -271,19 +260,9 @@ def reference_outputs(model: Any, X: np.ndarray, raw: bool, ens: Ensemble) -> di
             out["scores"] = np.asarray(model.decision_function(X))[:, None]
             out["score_samples"] = samples[:, None]
         return out
-    if hasattr(model, "classes_"):
-        out = {"label": np.asarray(model.predict(X))}
-        if not raw:
-            out["probabilities"] = _stack_proba(model.predict_proba(X))
-        elif hasattr(model, "decision_function"):
-            out["variable"] = np.asarray(model.decision_function(X)).reshape(n, -1)
-        else:  # forests: the margin is the averaged class fractions, targets side by side
-            proba = model.predict_proba(X)
-            out["variable"] = np.concatenate(proba if isinstance(proba, list) else [proba], axis=1)
-        return out
-    if raw and name.startswith("HistGradientBoosting"):
-        return {"variable": np.asarray(model._raw_predict(X)).reshape(n, -1)}
-    return {"variable": np.asarray(model.predict(X)).reshape(n, -1)}
+    if raw and name.startswith("HistGradientBoosting") and not hasattr(model, "classes_"):
+        return {"variable": np.asarray(model._raw_predict(X)).reshape(X.shape[0], -1)}
+    return estimator_outputs(model, X, raw)
 
 
 def reference_leaves(model: Any, X: np.ndarray, ens: Ensemble) -> np.ndarray | None:

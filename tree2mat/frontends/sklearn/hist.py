@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tree2mat.errors import UnsupportedModelError
-from tree2mat.frontends.sklearn.shared import _class_groups, _common, _name
+from tree2mat.frontends._sklearn_api import _class_groups, _common, _name
 from tree2mat.ir.build import tree_from_nodes
 from tree2mat.ir.core import Aggregation, Comparison, Ensemble, LabelRule, Link, Task, Tree
 

@@ -1,6 +1,7 @@
-"""What every scikit-learn estimator's IR takes alike, whichever converter builds it: its name,
-its classes, its ``Tree`` objects as IR trees, and the fields of ``_common``; ``hist`` and the
-treeple frontend (through the package) reuse them."""
+"""What the frontends of estimators of scikit-learn's API share (scikit-learn's own and treeple's,
+which are independent of each other): an estimator's name, its classes, its ``Tree`` objects as
+IR trees, the fields of ``_common``, and its own predictions under the graph's output names
+(:func:`estimator_outputs`)."""
 
 from __future__ import annotations
 
@@ -68,3 +69,30 @@ def _common(model: Any) -> dict[str, Any]:
         "accepts_nan": nan,
         "accepts_inf": inf,
     }
+
+
+def _stack_proba(proba: Any) -> np.ndarray:
+    if not isinstance(proba, list):
+        return np.asarray(proba)
+    width = max(p.shape[1] for p in proba)
+    out = np.zeros((proba[0].shape[0], len(proba), width))
+    for j, p in enumerate(proba):
+        out[:, j, : p.shape[1]] = p
+    return out
+
+
+def estimator_outputs(model: Any, X: Any, raw: bool) -> dict[str, np.ndarray]:
+    """A classifier's or regressor's own predictions under the graph's output names: ``label``
+    and ``probabilities`` (``raw``: the margin, ``variable``), or ``variable``."""
+    n = X.shape[0]
+    if hasattr(model, "classes_"):
+        out = {"label": np.asarray(model.predict(X))}
+        if not raw:
+            out["probabilities"] = _stack_proba(model.predict_proba(X))
+        elif hasattr(model, "decision_function"):
+            out["variable"] = np.asarray(model.decision_function(X)).reshape(n, -1)
+        else:  # forests: the margin is the averaged class fractions, targets side by side
+            proba = model.predict_proba(X)
+            out["variable"] = np.concatenate(proba if isinstance(proba, list) else [proba], axis=1)
+        return out
+    return {"variable": np.asarray(model.predict(X)).reshape(n, -1)}
