@@ -15,7 +15,7 @@ import onnx
 from tree2mat.contract import graph_metadata
 from tree2mat.errors import OptionError
 from tree2mat.forms import AUTO, DEFAULT_OPSET, FORMS, MIN_OPSET, NEWEST_OPSET, FormSpec, GraphOptions, auto, check_form
-from tree2mat.forms._graph import ML5_MIN_OPSET, GraphBuilder
+from tree2mat.forms._graph import GraphBuilder
 from tree2mat.ir.core import Ensemble
 from tree2mat.onnx_io import needs_external_data
 
@@ -150,20 +150,17 @@ def build_graph(
     return checked(model, progress)
 
 
-#: What runs a graph of ``ML5_MIN_OPSET`` with ai.onnx.ml 5's ``TreeEnsemble`` (1.20 refuses the node).
-ML5_RUNTIME = "onnxruntime 1.21 or newer, or onnx 1.16's reference evaluator"
-
-
 def _target_opset(ens: Ensemble, options: ConvertOptions, opts: GraphOptions, choice: auto.Choice) -> tuple[GraphOptions, auto.Choice]:
     """auto's pick for a ``--target`` with no ``--opset``: the default opset's (``opts``,
     ``choice``), or a newer opset's where the form estimated fastest there is faster, its reason
-    saying so: ``ML5_MIN_OPSET`` (treeensemble's node sums only with ai.onnx.ml 5), or the opset
-    from which a form is proven on the target (``FormSpec.proven_from``). The default graph (no
+    saying so: an opset from which a form is cheaper (``FormSpec.faster_from``), or from which a
+    form is proven on the target (``FormSpec.proven_from``). The default graph (no
     target) stays at the default opset, which onnxruntime 1.16 loads."""
     floors = {auto.lowest_opset(spec, options.target, ens) for spec in FORMS.values() if spec.exact}
     best_opts, best = opts, choice
     now = fastest = min(e.us_per_row for e in choice.estimates if e.fits)
-    for opset in sorted(o for o in {ML5_MIN_OPSET, *floors} if o > opts.opset):
+    faster = {spec.faster_from[0]: spec.faster_from[1] for spec in FORMS.values() if spec.faster_from is not None}
+    for opset in sorted(o for o in {*faster, *floors} if o > opts.opset):
         newer = replace(opts, opset=opset)
         raised = auto.choose(ens, options.max_memory, options.batch_hint, options.target, newer)
         if (then := min(e.us_per_row for e in raised.estimates if e.fits)) < fastest:
@@ -173,7 +170,7 @@ def _target_opset(ens: Ensemble, options: ConvertOptions, opts: GraphOptions, ch
     lowest = auto.lowest_opset(FORMS[best.form], options.target, ens)
     needs = (
         f"{best.form} graphs of this model are proven on {options.target} only from opset {lowest}" if lowest == best_opts.opset
-        else f"it needs {ML5_RUNTIME} (--opset {DEFAULT_OPSET} for older)"
+        else f"it needs {faster.get(best_opts.opset, f'a runtime of opset {best_opts.opset}')} (--opset {DEFAULT_OPSET} for older)"
     )
     return best_opts, replace(best, reason=(
         f"{best.reason}; opset {best_opts.opset}, not the default {DEFAULT_OPSET}: estimated {fastest:.3g} us per row against {now:.3g} "

@@ -95,6 +95,11 @@ class FormSpec:
     #: intermediates ``bench`` estimates as this form's (Hummingbird documents neither): GEMM
     #: holds the dense matrices ``bitvector`` does, the traversals walk nodes as ``traverse``.
     hummingbird: tuple[str, ...] = ()
+    #: ``(opset, what runs it)``: the opset from which the form's graph is cheaper (its estimates,
+    #: which take the options, say by how much) and the runtimes that load such a graph;
+    #: ``--target`` with no ``--opset`` tries it (``treeensemble``: its node sums only in
+    #: ai.onnx.ml 5's ``TreeEnsemble``).
+    faster_from: tuple[int, str] | None = None
 
     def floor(self, runtime: str, ens: Ensemble | None = None) -> OpsetFloor | None:
         """The highest of ``proven_from``'s floors on ``runtime`` that holds for ``ens`` (None:

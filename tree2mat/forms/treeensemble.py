@@ -297,4 +297,5 @@ FORM = FormSpec(
     proven_on=PROVEN_ON,
     devices=("cpu",),  # (onnxruntime's CUDA provider has no TreeEnsemble kernel: the CPU runs it)
     node_tests=None,
+    faster_from=(ML5_MIN_OPSET, "onnxruntime 1.21 or newer, or onnx 1.16's reference evaluator"),  # (1.20 refuses the node)
 )
