@@ -3,7 +3,7 @@ models converted by two checkouts of tree2mat, both graphs timed in one process,
 the same rows (onnxruntime CPU, 2 threads). Rows/s at a large batch, p50 latency at batch 1 and at
 suite.py's middle batch (1 000 rows).
 
-    python benchmarks/ab_speed.py --before /path/to/old/checkout --out benchmarks/ab_speed.json
+    python -m benchmarks.ab_speed --before /path/to/old/checkout --out benchmarks/ab_speed.json
 
 ``--before``: a checkout (its ``tree2mat`` package converts the "before" graphs in a subprocess).
 """
@@ -11,77 +11,17 @@ suite.py's middle batch (1 000 rows).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import joblib
 import numpy as np
 import onnxruntime as ort
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from suite import data, workloads  # noqa: E402
-
-import tree2mat  # noqa: E402
-
-
-def session(path: Path, threads: int) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-
-
-def timed(sess: ort.InferenceSession, X: np.ndarray) -> float:
-    name = sess.get_inputs()[0].name
-    start = time.perf_counter()
-    sess.run(None, {name: X})
-    return time.perf_counter() - start
-
-
-def alternating_p50s(sessions: dict[str, ort.InferenceSession], X: np.ndarray, runs: int, turn: int = 10) -> dict[str, float]:
-    """Each session's p50 (seconds) over ``runs`` runs on ``X`` (at least ``turn``), the sessions
-    taking turns every ``turn`` runs after one warm-up run each."""
-    times: dict[str, list[float]] = {k: [] for k in sessions}
-    for s in sessions.values():
-        timed(s, X)
-    for _ in range(max(1, runs // turn)):
-        for k, s in sessions.items():
-            times[k].extend(timed(s, X) for _ in range(turn))
-    return {k: float(np.median(v)) for k, v in times.items()}
-
-
-@contextlib.contextmanager
-def decided_walk_built(rows: int | None) -> Iterator[None]:
-    """Within it, traverse builds its decided walk for up to ``rows`` rows where its latency model
-    would not (to measure it there); None: as the model says."""
-    from tree2mat.forms import traverse
-
-    modelled = traverse.decided_rows
-    if rows:
-        traverse.decided_rows = lambda *a: modelled(*a) or rows  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        traverse.decided_rows = modelled  # type: ignore[assignment]
-
-
-def convert_before(model, checkout: Path, out: Path) -> None:
-    """``model``'s default graph as the tree2mat of ``checkout`` converts it, written to ``out``
-    (in a subprocess importing that checkout; through the API, not the CLI: an editable
-    install's finder would import this checkout's cli)."""
-    joblib.dump(model, out.with_name("model.joblib"))
-    before = f"import joblib, tree2mat; tree2mat.save(tree2mat.convert(joblib.load('model.joblib')), {out.name!r})"
-    subprocess.run([sys.executable, "-c", before], check=True, env={**os.environ, "PYTHONPATH": str(checkout)},
-                   capture_output=True, cwd=out.parent)
+import tree2mat
+from benchmarks._common import convert_before, data, machine, session, timed, workloads
 
 
 def main() -> int:
@@ -145,7 +85,7 @@ def main() -> int:
         }
         print(json.dumps(row), flush=True)
         results.append(row)
-    doc = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}", "onnxruntime": ort.__version__,
+    doc = {"machine": machine(), "onnxruntime": ort.__version__,
            "threads": args.threads, "rows": args.rows, "mid_batch": args.mid_batch, "date": time.strftime("%Y-%m-%d"), "results": results}
     if args.out:
         args.out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -13,14 +13,14 @@ those values), tau tree2mat's grid (0.01 to 100 times the rows' distance scale).
 with Breiman's noise (bagging paper: sd 1, 125, 0.1), scikit-learn's make_friedman1/2/3;
 Diabetes is scikit-learn's (the 442 rows of the R package's).
 
-    python benchmarks/abrf_paper.py --out benchmarks/abrf_paper.json [--repeats 100] [--jobs 2]
+    python -m benchmarks.abrf_paper --out benchmarks/abrf_paper.json [--repeats 100] [--jobs 2]
 
 ``--classification`` runs the section-5 experiment in its place (the paper's Table 17 uses UCI
 datasets scikit-learn does not ship): macro F1 (the paper's measure) and accuracy of the random
 forest classifier, the Softmax model and ABRF-1 on scikit-learn's breast cancer and wine data,
 Condition 2, the same splits and grids.
 
-    python benchmarks/abrf_paper.py --classification --out benchmarks/abrf_paper_classification.json [--repeats 100]
+    python -m benchmarks.abrf_paper --classification --out benchmarks/abrf_paper_classification.json [--repeats 100]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 quadratic program by Clarabel, the L1 linear program by HiGHS through scipy, and, with
 ``--slsqp``, the L2 program by scipy's SLSQP for comparison; random forests of Friedman 1 data.
 
-    python benchmarks/abrf_solvers.py --out benchmarks/abrf_solvers.json [--slsqp]
+    python -m benchmarks.abrf_solvers --out benchmarks/abrf_solvers.json [--slsqp]
 """
 
 from __future__ import annotations

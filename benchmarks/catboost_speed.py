@@ -5,7 +5,7 @@ intra-op threads (CatBoost's predict with its default thread_count), with the ro
 against CatBoost's predict. The issue's target: oblivious >= 1.0 x the TreeEnsemble graph at
 batch 100 000.
 
-    python benchmarks/catboost_speed.py --out benchmarks/catboost_speed.json
+    python -m benchmarks.catboost_speed --out benchmarks/catboost_speed.json
 """
 
 from __future__ import annotations

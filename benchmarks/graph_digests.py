@@ -1,8 +1,8 @@
 """Digests of the graphs tree2mat writes for a fixed set of models, forms and options: a
 refactoring that must not change behaviour leaves every digest as it was.
 
-    python benchmarks/graph_digests.py record benchmarks/graph_digests.json   # before
-    python benchmarks/graph_digests.py check benchmarks/graph_digests.json    # after
+    python -m benchmarks.graph_digests record benchmarks/graph_digests.json   # before
+    python -m benchmarks.graph_digests check benchmarks/graph_digests.json    # after
 
 The models are the committed library-written fixtures (read without their libraries) and
 scikit-learn models fitted from seeds (so the digests hold for the versions in constraints.txt);

@@ -5,7 +5,7 @@ grow with nodes x leaves and do not fit).
 For each model: conversion time, ONNX file size, peak resident memory of scoring 10 000 rows
 in onnxruntime on the CPU (in a fresh process, so the figure is the scoring alone), and a
 verify run (routing against the reference evaluator, outputs against the library). Run:
-``python benchmarks/large_models.py --out large_models.json`` (about 10 minutes on 2 cores).
+``python -m benchmarks.large_models --out large_models.json`` (about 10 minutes on 2 cores).
 """
 
 from __future__ import annotations

@@ -5,21 +5,23 @@ each form's latency model (``FormSpec.call_us``, what ``--batch-hint`` weighs), 
 traverse is timed twice, each walk forced: the flat walk, and the decided walk (built by force
 where its model would not build it, as ``walk_speed.py --build-decided``). All graphs of a model
 run alternately in one process (onnxruntime CPU, ``--threads`` threads, ``--runs`` runs each, in
-rounds of 10), on rows of suite.py's data. At each of ``--hints`` (batch sizes) the forms' graphs
+rounds of 10), on rows of suite.py's data (benchmarks/_common.py). At each of ``--hints`` (batch sizes) the forms' graphs
 (traverse's as built) are timed again, next to auto's pick at that ``--batch-hint``; at the
 default hint's 10 000 rows (3 runs each) that is the time per row ``FormSpec.us_per_row``
 estimates, fitted too.
 
-    python benchmarks/latency_fit.py --hints "" --out benchmarks/latency_fit.json   # the one-row fit
-    python benchmarks/latency_fit.py --out benchmarks/latency_fit_check.json         # a run with the constants: auto's picks
-    python benchmarks/latency_fit.py --report benchmarks/latency_fit.json      # the tables and fit again
+    python -m benchmarks.latency_fit --hints "" --out benchmarks/latency_fit.json   # the one-row fit
+    python -m benchmarks.latency_fit --out benchmarks/latency_fit_check.json         # a run with the constants: auto's picks
+    python -m benchmarks.latency_fit --report benchmarks/latency_fit.json      # the tables and fit again
+    python -m benchmarks.latency_fit --report benchmarks/latency_fit.json --write sign,bitvector   # its fit into the cost file
+
+``--write`` writes the fitted constants into tree2mat/forms/costs.json, which the forms read.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import sys
 import time
@@ -28,14 +30,11 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_speed import alternating_p50s, decided_walk_built  # noqa: E402
-from suite import data, workloads  # noqa: E402
-
-import tree2mat  # noqa: E402
-from tree2mat.errors import Tree2MatError  # noqa: E402
-from tree2mat.forms import _exact, _walk, auto, hierarchical, traverse  # noqa: E402
-from tree2mat.verify import forced_walk, walk_limit_names  # noqa: E402
+import tree2mat
+from benchmarks._common import alternating_p50s, data, decided_walk_built, machine, relative_least_squares, session, workloads, write_costs
+from tree2mat.errors import Tree2MatError
+from tree2mat.forms import auto, costs, hierarchical, traverse
+from tree2mat.verify import forced_walk, walk_limit_names
 
 #: The timed graphs: the matrix forms, and traverse's two walks for the fewest rows.
 GRAPHS = ("sign", "bitvector", "hierarchical", "traverse/flat", "traverse/decided")
@@ -91,10 +90,9 @@ def graphs(model, ens) -> dict:
 
 def shape_of(ens) -> dict:
     """What the latency models read."""
-    nodes, products = _exact.padded_work(ens)
+    s = costs.sizes(ens)
     k = hierarchical.block_depth(ens)
-    return {"T": ens.n_trees, "P": _walk.table_nodes(ens), "depth": max(int(ens.tree_depths().max()), 1),
-            "levels": traverse.tree_levels(ens), "nodes": nodes, "products": products, "k": k,
+    return {"T": s.trees, "P": s.table_nodes, "depth": s.depth, "levels": s.levels, "nodes": s.nodes, "products": s.products, "k": k,
             "stages": hierarchical.stages(ens, k), "cells": ens.n_trees * (2**k - 1)}
 
 
@@ -134,9 +132,23 @@ TERMS = {
 }
 
 
+#: Where each fit's constants go in tree2mat/forms/costs.json (``--write``): the fit (a graph of the
+#: one-row fit; ``hierarchical/per-row``: hierarchical's per-row fit at the default hint's rows)
+#: -> the form and its constants' names, in the order of TERMS / PER_ROW_TERMS. (The other forms'
+#: per-row constants are form_speed.py's fit.)
+COST_NAMES = {
+    "sign": ("sign", ("call_us", "call_per_node_us", "call_per_product_us", "call_per_tree_us")),
+    "bitvector": ("bitvector", ("call_us", "call_per_node_us", "call_per_product_us", "call_per_tree_us")),
+    "hierarchical": ("hierarchical", ("call_us", "stage_us", "per_cell_us")),
+    "traverse/flat": ("traverse", ("call_us", "per_depth_call_us", "per_level_call_us")),
+    "traverse/decided": ("traverse", ("decided_call_us", "decided_depth_us", "decided_test_us")),
+    "hierarchical/per-row": ("hierarchical", ("per_stage_tree_us", "per_template_product_us")),
+}
+
+
 def _least_squares(A: np.ndarray, t: np.ndarray, models: int) -> dict:
     """Least squares on the relative error: the constants and the worst error."""
-    coef, *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)
+    coef = relative_least_squares(A, t)
     return {"constants": [float(c) for c in coef], "worst_error": float(np.abs(A @ coef / t - 1).max()), "models": models}
 
 
@@ -169,6 +181,20 @@ def _pick_row(p: dict, pick: str) -> tuple[str, str, str]:
     timed = {g: v for g, v in p.items() if v is not None}
     best = min(timed, key=timed.get)
     return best, pick, f"{timed[pick] / timed[best]:.2f}" if pick in timed else "–"
+
+
+def fitted_costs(doc: dict, names: list[str]) -> dict[str, dict[str, float]]:
+    """A run's constants of the fits ``names`` (COST_NAMES; none: every one the run makes), as
+    tree2mat/forms/costs.json names them."""
+    per_row = fit_per_row(doc["results"], auto.DEFAULT_BATCH_HINT)
+    fits = {**fit(doc["results"]), **{f"{form}/per-row": f for form, f in per_row.items()}}
+    out: dict[str, dict[str, float]] = {}
+    for name in names or [n for n in COST_NAMES if n in fits]:
+        if name not in COST_NAMES or name not in fits:
+            raise SystemExit(f"--write: no fit {name!r} in this run (the fits written: {', '.join(COST_NAMES)})")
+        form, keys = COST_NAMES[name]
+        out.setdefault(form, {}).update(zip(keys, fits[name]["constants"]))
+    return out
 
 
 def report(doc: dict) -> str:
@@ -205,17 +231,20 @@ def main() -> int:
     parser.add_argument("--hints", default=f"10,100,{auto.DEFAULT_BATCH_HINT}",
                         help="batch sizes at which auto's pick is checked too (empty: none); the default hint's: the per-row fit")
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--report", type=Path, help="print the tables and fit of an earlier --out and stop")
+    parser.add_argument("--report", type=Path, help="print the tables and fit of an earlier --out (no run)")
+    parser.add_argument("--write", nargs="?", const="", metavar="FITS",
+                        help=f"write the fitted constants into tree2mat's cost file: the comma-separated fits of {', '.join(COST_NAMES)} (default: every one the run makes)")
+    parser.add_argument("--costs", type=Path, default=costs.PATH, help="the cost file --write writes (default: the package's)")
     args = parser.parse_args()
     hint_rows = [int(h) for h in args.hints.split(",") if h]
     if any(not 1 <= b <= SCORING_ROWS for b in hint_rows):
         parser.error(f"--hints: batch sizes from 1 to {SCORING_ROWS}")
     if args.report:
-        print(report(json.loads(args.report.read_text())))
+        doc = json.loads(args.report.read_text())
+        print(report(doc))
+        if args.write is not None:
+            write_costs(fitted_costs(doc, [n for n in args.write.split(",") if n]), args.costs)
         return 0
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = args.threads
-    opts.log_severity_level = 3
     results = []
     for name, (factory, classes) in models(args.seed).items():
         if args.only and name not in args.only:
@@ -224,7 +253,7 @@ def main() -> int:
         model = factory().fit(X, y)
         ens = tree2mat.load(model)
         made = graphs(model, ens)
-        sessions = {g: ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"]) for g, m in made.items() if m is not None}
+        sessions = {g: session(m.SerializeToString(), args.threads) for g, m in made.items() if m is not None}
         p = {g: t * 1e6 for g, t in alternating_p50s({g: s for g, s in sessions.items() if g in GRAPHS}, np.ascontiguousarray(rows[:1]), args.runs).items()}
         hints = {}
         for b in hint_rows:
@@ -238,12 +267,14 @@ def main() -> int:
                "estimates_us": {e.form: e.us_per_row for e in choice.estimates}, "hints": hints}
         print(json.dumps(row), file=sys.stderr, flush=True)
         results.append(row)
-    doc = {"machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPUs, {platform.system()}", "python": platform.python_version(),
+    doc = {"machine": machine(), "python": platform.python_version(),
            "onnxruntime": ort.__version__, "threads": args.threads, "tree2mat": tree2mat.__version__, "date": time.strftime("%Y-%m-%d"),
            "results": results}
     print(report(doc))
     if args.out:
         args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    if args.write is not None:
+        write_costs(fitted_costs(doc, [n for n in args.write.split(",") if n]), args.costs)
     return 0
 
 

@@ -13,8 +13,8 @@ TreeEnsemble graph exposes no leaf ids, so for the peer this is a lower bound on
 tree2mat is counted the same way, and its routing is also checked exactly, leaf by leaf, by
 ``tree2mat.verify.verify``.
 
-    python benchmarks/misrouting.py --out misrouting.json            # all models, 4-6 min on 2 cores
-    python benchmarks/misrouting.py --models lgbm_binary --rows 500  # one model, quicker
+    python -m benchmarks.misrouting --out misrouting.json            # all models, 4-6 min on 2 cores
+    python -m benchmarks.misrouting --models lgbm_binary --rows 500  # one model, quicker
 
 Needs ``pip install -e '.[bench]'`` (onnxmltools, skl2onnx, lightgbm, xgboost).
 """

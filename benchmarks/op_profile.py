@@ -2,8 +2,8 @@
 operator type (and per operator of the walk), next to the TreeEnsemble graph's time on the same
 rows in the same process.
 
-    python benchmarks/op_profile.py --forms traverse --batch 100000 --out op_profile.json
-    python benchmarks/op_profile.py --workloads xgb_clf --forms traverse,hierarchical --batch 1
+    python -m benchmarks.op_profile --forms traverse --batch 100000 --out op_profile.json
+    python -m benchmarks.op_profile --workloads xgb_clf --forms traverse,hierarchical --batch 1
 
 Each graph runs ``--runs`` times under the profiler after a warm-up; the table gives per operator
 type its share of the kernel time and its count per run (the ``If``s of traverse's walks are
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import re
 import sys
 import tempfile
@@ -27,21 +25,9 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from suite import data, workloads  # noqa: E402
-
-import tree2mat  # noqa: E402
-from tree2mat import peers  # noqa: E402
-
-
-def session(model: bytes, threads: int, profile_dir: str | None = None) -> ort.InferenceSession:
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.log_severity_level = 3
-    if profile_dir is not None:
-        so.enable_profiling = True
-        so.profile_file_prefix = os.path.join(profile_dir, "profile")
-    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+import tree2mat
+from benchmarks._common import data, machine, session, workloads
+from tree2mat import peers
 
 
 def p50_ms(sess: ort.InferenceSession, X: np.ndarray, batch: int, runs: int) -> float:
@@ -109,7 +95,7 @@ def main() -> int:
             results.append({"workload": key, "model": title, "form": form, "batch": args.batch, "p50_ms": ms, "treeensemble_p50_ms": te_ms, **prof})
         if args.out:
             args.out.write_text(json.dumps({
-                "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPUs, {platform.system()}",
+                "machine": machine(),
                 "onnxruntime": ort.__version__, "threads": args.threads, "results": results,
             }, indent=1) + "\n")
     return 0

@@ -4,7 +4,7 @@ keeps its resident memory under 1 GB (the file is read a chunk of rows at a time
 Writes the file a chunk at a time (this process never holds it), trains a model on a sample of
 the same distribution, converts it, and runs ``tree2mat verify MODEL ONNX --data X.npy`` in a
 child process whose peak resident memory (``ru_maxrss`` from ``wait4``) is the figure. Run:
-``python benchmarks/stream_verify.py --out stream_verify.json`` (about 10 minutes on 2 cores;
+``python -m benchmarks.stream_verify --out stream_verify.json`` (about 10 minutes on 2 cores;
 needs the file's size free on the disk of ``--dir``, default the system's temporary folder).
 """
 

@@ -7,10 +7,10 @@ Data: ``make_classification`` / ``make_regression`` with 28 float features (14 i
 the largest batch as ratios to the TreeEnsemble graph (the targets of issue 5), batch-1 latency,
 and the rows each contender gets wrong against the library on the scoring rows.
 
-    python benchmarks/suite.py --out suite.json            # all seven: about 30 minutes on 2 cores
-    python benchmarks/suite.py --workloads xgb_clf --rows 20000 --batch 1,20000
-    python benchmarks/suite.py --report suite.json         # the Markdown tables of an earlier run
-    python benchmarks/suite.py --target onnxruntime --forms auto   # auto's pick for a runtime
+    python -m benchmarks.suite --out suite.json            # all seven: about 30 minutes on 2 cores
+    python -m benchmarks.suite --workloads xgb_clf --rows 20000 --batch 1,20000
+    python -m benchmarks.suite --report suite.json         # the Markdown tables of an earlier run
+    python -m benchmarks.suite --target onnxruntime --forms auto   # auto's pick for a runtime
 """
 
 from __future__ import annotations
@@ -24,53 +24,14 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
-
 import tree2mat
+from benchmarks._common import data, workloads
 from tree2mat.bench import bench, parse_batches
 from tree2mat.forms.auto import parse_memory
 
 FORMS = ("auto", "sign", "bitvector", "hierarchical", "traverse")
 #: The forms whose best is compared with Hummingbird's GEMM (the decision machines).
 MATRIX_FORMS = ("sign", "bitvector", "hierarchical")
-
-
-def workloads(seed: int) -> dict:
-    """name -> (estimator factory, task, classes)."""
-    import lightgbm as lgb
-    import xgboost as xgb
-    from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier, RandomForestRegressor
-
-    return {
-        "rf_clf": ("RandomForestClassifier(100, max_depth=8)", lambda: RandomForestClassifier(100, max_depth=8, random_state=seed, n_jobs=2), 2),
-        "rf_reg": ("RandomForestRegressor(100, min_samples_leaf=5)", lambda: RandomForestRegressor(100, min_samples_leaf=5, random_state=seed, n_jobs=2), 0),
-        "hgb_clf": ("HistGradientBoostingClassifier(100)", lambda: HistGradientBoostingClassifier(max_iter=100, random_state=seed), 2),
-        "xgb_clf": ("XGBClassifier(100, depth 6)", lambda: xgb.XGBClassifier(n_estimators=100, max_depth=6, random_state=seed), 2),
-        "xgb_5": ("XGBClassifier 5 classes, depth 6", lambda: xgb.XGBClassifier(n_estimators=100, max_depth=6, random_state=seed), 5),
-        "lgbm_clf": ("LGBMClassifier(100, 31 leaves)", lambda: lgb.LGBMClassifier(n_estimators=100, num_leaves=31, random_state=seed, verbose=-1), 2),
-        "lgbm_reg": ("LGBMRegressor(500, 255 leaves)", lambda: lgb.LGBMRegressor(n_estimators=500, num_leaves=255, random_state=seed, verbose=-1), 0),
-    }
-
-
-def data(classes: int, rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    from sklearn.datasets import make_classification, make_regression
-
-    n = 20_000 + rows
-    if classes:
-        X, y = make_classification(n, 28, n_informative=14, n_classes=classes, random_state=seed)
-    else:
-        X, y = make_regression(n, 28, n_informative=14, noise=5.0, random_state=seed)
-    X = X.astype(np.float32)
-    return X[:20_000], y[:20_000], X[20_000:]
-
-
-def fitted(names: str, rows: int, seed: int):
-    """(title, fitted model, ``rows`` scoring rows) for each workload of the comma-separated
-    ``names``, trained as main() trains them."""
-    for key in names.split(","):
-        title, factory, classes = workloads(seed)[key]
-        X, y, scoring = data(classes, rows, seed)
-        yield title, factory().fit(X, y), scoring
 
 
 def main() -> int:

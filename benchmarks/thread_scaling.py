@@ -2,15 +2,13 @@
 peer's (skl2onnx / onnxmltools), on the seven workloads of benchmarks/suite.py at one large batch
 (onnxruntime CPU; the four sessions alternating in one process, median of ``--runs``).
 
-    python benchmarks/thread_scaling.py --out benchmarks/thread_scaling.json     # about 10 minutes on 2 cores
+    python -m benchmarks.thread_scaling --out benchmarks/thread_scaling.json     # about 10 minutes on 2 cores
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -18,19 +16,9 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from suite import fitted, workloads  # noqa: E402
-
-import tree2mat  # noqa: E402
-from tree2mat import peers  # noqa: E402
-
-
-def session(onx, threads: int) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    return ort.InferenceSession(onx.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+import tree2mat
+from benchmarks._common import fitted, machine, session, workloads
+from tree2mat import peers
 
 
 def main() -> int:
@@ -45,7 +33,7 @@ def main() -> int:
     for title, model, rows in fitted(args.workloads, args.rows, args.seed):
         ours = tree2mat.convert(model)
         theirs, _ = peers.convert(model, rows.shape[1])
-        sess = {(who, t): session(onx, t) for who, onx in (("tree2mat", ours), ("TreeEnsemble", theirs)) for t in (1, 2)}
+        sess = {(who, t): session(onx.SerializeToString(), t) for who, onx in (("tree2mat", ours), ("TreeEnsemble", theirs)) for t in (1, 2)}
         x = np.ascontiguousarray(rows)
         times: dict[tuple[str, int], list[float]] = {k: [] for k in sess}
         for s in sess.values():  # warm up
@@ -66,7 +54,7 @@ def main() -> int:
         }
         print(json.dumps(row), flush=True)
         results.append(row)
-    doc = {"machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPUs, {platform.system()}", "onnxruntime": ort.__version__,
+    doc = {"machine": machine(), "onnxruntime": ort.__version__,
            "date": time.strftime("%Y-%m-%d"), "results": results}
     if args.out:
         args.out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -6,7 +6,7 @@ defaults (1 000 random rows and the threshold, NaN and extreme rows): the wall t
 the library imported), of ``tree2mat.verify`` in this process (the library already imported),
 then of a run under cProfile and the cumulative time of the phases named below in it.
 
-    python benchmarks/verify_speed.py
+    python -m benchmarks.verify_speed
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ given batches on suite.py's workloads (onnxruntime CPU, 2 threads, the graphs al
 process). Where each walk for small batches (the flat one; the decided one for the fewest rows,
 where the graph has it) pays and where it stops paying.
 
-    python benchmarks/walk_speed.py --workloads hgb_clf,lgbm_clf,xgb_clf,rf_clf --batch 1,2,5,10,40 --runs 300 --out benchmarks/walk_speed_decided.json
-    python benchmarks/walk_speed.py --before /path/to/checkout/of/a697d38 --out benchmarks/walk_speed.json
-    python benchmarks/walk_speed.py --before /path/to/checkout/of/df5d739 --build-decided 5 --workloads hgb_clf,lgbm_clf,xgb_clf,xgb_5,rf_clf --batch 1,2,5,10,40 --runs 300 --out benchmarks/walk_speed_decided_2d.json
+    python -m benchmarks.walk_speed --workloads hgb_clf,lgbm_clf,xgb_clf,rf_clf --batch 1,2,5,10,40 --runs 300 --out benchmarks/walk_speed_decided.json
+    python -m benchmarks.walk_speed --before /path/to/checkout/of/a697d38 --out benchmarks/walk_speed.json
+    python -m benchmarks.walk_speed --before /path/to/checkout/of/df5d739 --build-decided 5 --workloads hgb_clf,lgbm_clf,xgb_clf,xgb_5,rf_clf --batch 1,2,5,10,40 --runs 300 --out benchmarks/walk_speed_decided_2d.json
 
 A graph is forced to one walk by the constants its ``If``s compare the batch's rows with
 (``tree2mat.walk_rows_tensor``, ``tree2mat.walk_few_tensor``): -1 never takes a walk for small
@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -27,12 +25,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_speed import alternating_p50s, convert_before, decided_walk_built, session  # noqa: E402
-from suite import data, workloads  # noqa: E402
-
-import tree2mat  # noqa: E402
-from tree2mat.verify import forced_walk, walk_limit_names  # noqa: E402
+import tree2mat
+from benchmarks._common import alternating_p50s, convert_before, data, decided_walk_built, machine, session, workloads
+from tree2mat.verify import forced_walk, walk_limit_names
 
 
 def main() -> int:
@@ -75,7 +70,7 @@ def main() -> int:
                    **{f"{k}_ratio": p50[k] / p50["before"] for k in p50 if "before" in p50 and k != "before"}}
             print(json.dumps(row), flush=True)
             results.append(row)
-    doc = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}", "onnxruntime": ort.__version__,
+    doc = {"machine": machine(), "onnxruntime": ort.__version__,
            "threads": args.threads, "date": time.strftime("%Y-%m-%d"), "results": results}
     if args.out:
         args.out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -13,6 +13,7 @@ import onnxruntime as ort
 import pytest
 
 import tree2mat
+from benchmarks._common import with_holes  # (the data helper the runtime matrix's models use too)
 from tree2mat.forms._graph import ML_DOMAIN, ML_OPSETS, all_nodes
 from tree2mat.verify import DEFAULT_RTOL, compare, default_atol
 from tree2mat.verify.runners import foreign_operators
@@ -33,15 +34,6 @@ os.environ.setdefault("TREE2MAT_SAFE", "0")
 # signal stays ignored across exec), which the Ctrl-C tests would then see do nothing.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def with_holes(X: np.ndarray, rng: np.random.Generator, zeros: bool = False) -> np.ndarray:
-    """A copy of ``X`` with 5 % of the cells NaN (and, with ``zeros``, 5 % more set to 0)."""
-    X = X.copy()
-    X[rng.random(X.shape) < 0.05] = np.nan
-    if zeros:
-        X[rng.random(X.shape) < 0.05] = 0.0
-    return X
 
 
 def run_onnx(model: onnx.ModelProto, X: np.ndarray) -> dict[str, np.ndarray]:

@@ -75,7 +75,8 @@ def _dist_version(dist: str) -> Callable[[], str | None]:
 def _onnxruntime_version() -> str | None:
     """The version of the onnxruntime module that runs the graphs. Not a distribution's:
     onnxruntime-gpu installs the same module under another name, and a machine with both read
-    the CPU one's (1.30.0) while the GPU one's module (1.31.1) ran (the GPU machine, 2026-11-27)."""
+    the CPU one's version while the GPU one's module ran (benchmarks/RESULTS.md, "Measurements
+    cited by the code")."""
     try:
         import onnxruntime
     except ImportError:

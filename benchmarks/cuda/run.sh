@@ -22,5 +22,5 @@ timeout "${TEST_S:-540}" python3 -m pytest -v -p no:cacheprovider -p no:benchmar
   tests/runtimes/test_cuda.py tests/runtimes/test_placement.py 2>&1 | grep -v -E "Memcpy|PytestBenchmark|warner" > "$OUT/cuda_tests.txt"
 grep -c PASSED "$OUT/cuda_tests.txt"; grep -E "FAILED|ERROR" "$OUT/cuda_tests.txt" | head -40
 fi
-[ "${SUITE_S:-0}" != 0 ] && timeout "${SUITE_S}" python3 benchmarks/suite.py --device cuda --workloads ${WORKLOADS:-xgb_clf lgbm_clf rf_clf} \
+[ "${SUITE_S:-0}" != 0 ] && timeout "${SUITE_S}" python3 -m benchmarks.suite --device cuda --workloads ${WORKLOADS:-xgb_clf lgbm_clf rf_clf} \
   --rows "${ROWS:-100000}" --batch "${BATCH:-1,1000,100000}" --repeat 3 --threads 16 ${SUITE_ARGS:-} --out "$OUT/suite_cuda.json" 2>&1 | grep -v Memcpy | tail -30

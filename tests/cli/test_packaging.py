@@ -1,6 +1,7 @@
 """What a user installs, and how. The wheel holds what this checkout holds: every module of the
 package and of the CLI (packaged as tree2mat.cli), the Node.js and browser runners (package data:
-a pip install without them would find node and fail at run time), and nothing else; the sdist
+a pip install without them would find node and fail at run time) and the forms' cost constants
+(tree2mat/forms/costs.json, which the package reads on import), and nothing else; the sdist
 holds what the wheel is built from (a wheel built from it is the same). Every ``pip install``
 of the README, docs/, benchmarks/*.md and tree2mat's own messages resolves as written, against
 that wheel, in an environment of its own (``pip install --dry-run``), or is listed below as not
@@ -130,6 +131,7 @@ def test_the_wheel_holds_every_module_and_the_runners(built):
     assert {n for n in names if n.endswith(".py")} == modules
     runners = {f"tree2mat/js/{p.name}" for p in (ROOT / "tree2mat" / "js").iterdir() if p.is_file()}
     assert runners and runners <= names
+    assert "tree2mat/forms/costs.json" in names
 
 
 def test_the_sdist_builds_the_same_wheel(built):

@@ -21,11 +21,12 @@ import onnx
 import pytest
 
 import tree2mat
+from benchmarks._cases import MODELS, fitted
 from tree2mat.forms import DEFAULT_OPSET
 from tree2mat.runtimes import RUNTIMES, Runtime
 
 from conftest import ROOT
-from test_runtimes import EXACT, MODELS, fitted
+from test_runtimes import EXACT
 
 pytestmark = pytest.mark.slow
 FLOOR_PYTHON = Path(os.environ.get("TREE2MAT_ORT_FLOOR") or ROOT / "build" / "ort-floor" / "bin" / "python")

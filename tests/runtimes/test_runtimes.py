@@ -5,9 +5,10 @@ onnxruntime is every other test) against the library's own predictions on rows o
 threshold and its float32 neighbours, NaN and +-inf rows, with the leaf of every tree checked
 against the reference evaluator.
 
-The models are those the portability issue measured: a random forest, and, fitted on data with
-NaN cells, scikit-learn's HistGradientBoostingClassifier, an XGBClassifier and a 3-class
-LGBMClassifier; a GradientBoostingRegressor. Also: the soft forms run everywhere with onnxruntime's
+The models are those the portability issue measured (benchmarks/_cases.py, which the runtime
+matrix of docs/runtimes.md runs too): a random forest, and, fitted on data with NaN cells,
+scikit-learn's HistGradientBoostingClassifier, an XGBClassifier and a 3-class LGBMClassifier; a
+GradientBoostingRegressor. Also: the soft forms run everywhere with onnxruntime's
 outputs, every graph meets the graph contract (no float64 tensor, no +-inf or NaN constant), and
 ``verify --runtime`` fails a graph with one threshold moved by one float32 step.
 """
@@ -16,16 +17,14 @@ from __future__ import annotations
 
 import functools
 
-import lightgbm as lgb
 import numpy as np
 import onnx
 import pytest
 import xgboost as xgb
 from onnx import numpy_helper
-from sklearn.datasets import make_classification, make_regression
-from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingClassifier, RandomForestClassifier
 
 import tree2mat
+from benchmarks._cases import MODELS, fitted, matrix_data
 from tree2mat.cli import main
 from tree2mat.forms import DEFAULT_OPSET
 from tree2mat.forms._nodes import BF16_MAX
@@ -33,7 +32,7 @@ from tree2mat.forms._spec import ALL_RUNTIMES
 from tree2mat.runtimes import RUNTIMES, WEBGPU_IMPORTS
 from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
 
-from conftest import EXACT_VARIANTS, ROOT, with_holes
+from conftest import EXACT_VARIANTS, ROOT
 
 pytestmark = pytest.mark.slow  # the runtime matrix: every exact form of five models on every runtime
 
@@ -65,28 +64,6 @@ def test_forms_name_the_runtimes_there_are():
 def needs(runtime: str) -> None:
     if runtime in NODE and not RUNTIMES[runtime].available():
         pytest.skip(f"{runtime}: no node on the PATH or no npm package (make test installs it when node is present)")
-
-
-def _data(classes: int, nan: bool) -> tuple[np.ndarray, np.ndarray]:
-    if classes:
-        X, y = make_classification(1500, 8, n_informative=5, n_classes=classes, random_state=0)
-    else:
-        X, y = make_regression(1500, 8, n_informative=5, noise=1.0, random_state=0)
-    return (with_holes(X, np.random.default_rng(0)) if nan else X), y
-
-
-MODELS = {
-    "RandomForestClassifier": lambda: RandomForestClassifier(n_estimators=20, max_depth=7, random_state=0).fit(*_data(2, False)),
-    "HistGradientBoostingClassifier, NaN": lambda: HistGradientBoostingClassifier(max_iter=20, random_state=0).fit(*_data(2, True)),
-    "XGBClassifier, NaN": lambda: xgb.XGBClassifier(n_estimators=20, max_depth=5).fit(*_data(2, True)),
-    "LGBMClassifier 3 classes, NaN": lambda: lgb.LGBMClassifier(n_estimators=15, num_leaves=15, verbose=-1).fit(*_data(3, True)),
-    "GradientBoostingRegressor": lambda: GradientBoostingRegressor(n_estimators=20, max_depth=4, random_state=0).fit(*_data(0, False)),
-}
-
-
-@functools.cache
-def fitted(name: str):
-    return MODELS[name]()
 
 
 @functools.cache
@@ -342,7 +319,7 @@ def test_traverse_walks_small_batches_flat_and_verify_runs_both_walks():
     flat = _flat_walk(broken.graph)
     init = next(t for t in flat.initializer if t.name == "row_width")
     init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) - 1, init.name))
-    X = _data(2, False)[0].astype(np.float32)
+    X = matrix_data(2, False)[0].astype(np.float32)
     want = model.predict_proba(X)
     for graph_, n, wrong in ((onx, rows, False), (broken, rows, True), (broken, rows + 1, False)):
         got = GraphRunner(graph_, "cpu").run(X[:n], n)["probabilities"]
@@ -406,15 +383,12 @@ def test_the_docs_runtime_table_is_the_last_matrix_run():
     """docs/runtimes.md's runtime table is what benchmarks/runtime_matrix.py renders from its JSON,
     and that run covered every runtime tree2mat knows and every exact form of the five models."""
     import json
-    import sys
 
-    root = ROOT
-    sys.path.insert(0, str(root / "benchmarks"))
-    from runtime_matrix import FORMS, render
+    from benchmarks.runtime_matrix import FORMS, render
 
-    doc = json.loads((root / "benchmarks" / "runtime_matrix.json").read_text())
-    page = (root / "docs" / "runtimes.md").read_text(encoding="utf-8")
-    assert render(page, doc) == page, "run: python benchmarks/runtime_matrix.py --from benchmarks/runtime_matrix.json --readme docs/runtimes.md"
+    doc = json.loads((ROOT / "benchmarks" / "runtime_matrix.json").read_text())
+    page = (ROOT / "docs" / "runtimes.md").read_text(encoding="utf-8")
+    assert render(page, doc) == page, "run: python -m benchmarks.runtime_matrix --from benchmarks/runtime_matrix.json --readme docs/runtimes.md"
     assert set(doc["versions"]) == set(RUNTIMES) and set(doc["models"]) == set(MODELS) and set(FORMS) == set(EXACT)
     ran = {(r["graph"], r["runtime"], r["model"]) for r in doc["results"]}
     assert {(f, r, m) for f in EXACT for r in RUNTIMES for m in MODELS} <= ran, "a form, runtime or model the last run left out"
@@ -431,7 +405,7 @@ def attention_forest(kind: str = "regressor"):
 
     from tree2mat import attention
 
-    X, y = _data(3 if kind == "classifier" else 0, True)
+    X, y = matrix_data(3 if kind == "classifier" else 0, True)
     forest = RandomForestClassifier if kind == "classifier" else RandomForestRegressor
     model = forest(n_estimators=15, max_depth=6, random_state=0).fit(X[:1000], y[:1000])
     tau = float(np.median(np.nansum((X - np.nanmean(X, 0)) ** 2, 1)))
@@ -539,7 +513,7 @@ def catboost_model(kind: str):
     """A binary CatBoostClassifier fitted on rows with NaN cells (nan_mode Max: NaN right) in
     symmetric trees, or a 3-class one in non-symmetric (Lossguide) trees with nan_mode Min."""
     cb = pytest.importorskip("catboost")
-    X, y = _data(2 if kind == "symmetric" else 3, True)
+    X, y = matrix_data(2 if kind == "symmetric" else 3, True)
     params = dict(iterations=20, depth=6, random_seed=0, verbose=0, thread_count=2, allow_writing_files=False)
     if kind == "symmetric":
         return cb.CatBoostClassifier(nan_mode="Max", **params).fit(X, y)

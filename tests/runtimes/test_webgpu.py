@@ -24,6 +24,7 @@ import onnx
 import pytest
 
 import tree2mat
+from benchmarks._cases import MODELS, fitted
 from tree2mat.forms import DEFAULT_OPSET, auto
 from tree2mat.runtimes import NODE_SCRIPT, RUNTIMES, node_modules
 from tree2mat.verify import GraphRunner, compare, default_atol, synthesize
@@ -32,12 +33,10 @@ from conftest import ROOT
 from test_runtimes import (
     BROWSER,
     EXACT,
-    MODELS,
     PORTABLE,
     SOFT,
     attention_forest,
     catboost_model,
-    fitted,
     graph,
     oblique_forest,
     proven_opset,

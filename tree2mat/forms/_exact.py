@@ -215,9 +215,9 @@ def exit_by_scores(
         # groups' scores, nor their ArgMax, have one rank. onnxruntime-web's JSEP (the WebGPU
         # backend of its default import) caches an ArgMax shader by its attributes and input
         # rank, but the shader holds the reduced axis' length: a group's ArgMax ran with the
-        # shader of an earlier group of other leaves (4 112 of 6 342 rows misrouted, the runtime
-        # matrix's random forest, 2026-11-26; docs/runtimes.md). Each group but the first pays a
-        # Squeeze, no copy.
+        # shader of an earlier group of other leaves and misrouted rows (docs/runtimes.md;
+        # benchmarks/RESULTS.md, "Measurements cited by the code"). Each group but the first pays
+        # a Squeeze, no copy.
         ranked = m.reshape((1,) * k + m.shape)
         if matmul == "float32":
             r = g.op("Cast", [r], f"{name}_r", to=onnx.TensorProto.FLOAT)

@@ -133,7 +133,8 @@ BLOCKS = ("x", "xhi", "w", "whi", "x2", "xhi2", "w2", "whi2", "xs", "xhis", "ws"
 #: With the other blocks' missing cells at -+bfloat16's largest number (beyond their thresholds),
 #: no constant of an exact form's node tests passes bfloat16's range. OpenVINO's CPU plugin, in
 #: its default bf16 precision, clamps such a constant to bfloat16's largest number and compares
-#: in float32: ``x > FLT_MAX`` held for ``x = FLT_MAX`` (measured 2026-11-25).
+#: in float32: ``x > FLT_MAX`` held for ``x = FLT_MAX`` (benchmarks/RESULTS.md, "Measurements
+#: cited by the code").
 HALVED = {"x2": "x", "xhi2": "xhi", "w2": "w", "whi2": "whi"}
 
 
@@ -141,7 +142,7 @@ HALVED = {"x2": "x", "xhi2": "xhi", "w2": "w", "whi2": "whi"}
 #: subnormal (XGBoost's ``x < 0`` is ``x > -1.4e-45``), against the threshold times 2**64, a
 #: normal number: exact (a power-of-two scaling keeps every order, an overflow to inf included)
 #: where a runtime reads a subnormal constant as 0 (IREE, OpenVINO, WebGPU flush subnormals:
-#: ``x > -0`` sent x = 0 left, 2026-11-29), for 0 and every normal input. (Such a runtime reads
+#: ``x > -0`` sent x = 0 left), for 0 and every normal input. (Such a runtime reads
 #: a subnormal input as 0 as well, which no float operation can undo.)
 UPSCALED = {"xs": "x", "xhis": "xhi", "ws": "w", "whis": "whi"}
 

@@ -98,8 +98,8 @@ def _tree_values(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, exit: _exit
         return (in_order(vals) if ordered else vals), False
     # Each output's values gathered on their own ([T, N] each, the fast layout), stacked as
     # [T, K, N] (class rows): an index leaf K + k over [T, N, K] costs a Mul and an Add that
-    # broadcast over the short last axis, measured (onnxruntime 1.31, 2 threads) at 38 % of a
-    # binary random forest's run.
+    # broadcast over the short last axis, a large part of a run (benchmarks/RESULTS.md,
+    # "Measurements cited by the code").
     per_output = [
         g.unsqueeze(g.op("GatherElements", [g.const(np.ascontiguousarray(slotted[:, :, k]), f"{hint}_{k}"), exit.index], f"{hint}_output{k}", axis=1), [1], f"{hint}_output{k}_row")
         for k in range(K)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tree2mat.forms import _exact, _exit, _nodes, _stack
+from tree2mat.forms import _exact, _exit, _nodes, _stack, costs
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.ir.core import Ensemble, Tree
 from tree2mat.ir.matrices import template_matrix
@@ -36,4 +36,4 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Comp
 
 #: Cost model of the template exit, the sign form's (microseconds per padded node and leaf, per
 #: matrix entry; one row's run: benchmarks/latency_fit.json, within 34 % on 13 models).
-COST = _exact.DenseCost(per_node_us=0.00455, per_product_us=1.19e-5, call=(20.8, 0.00225, 1.54e-4, 0.130))
+COST = costs.dense("sign")

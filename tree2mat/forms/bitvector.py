@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from tree2mat.forms import _exact, _exit, _nodes, _stack
+from tree2mat.forms import _exact, _exit, _nodes, _stack, costs
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.ir.core import Ensemble, Tree
 from tree2mat.ir.matrices import bitvector_matrix
@@ -40,6 +40,6 @@ def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
 #: fits them; one row's run: benchmarks/latency_fit.json, within 26 % on 13 models).
 FORM = _exact.dense_form(
     "bitvector", build, "QuickScorer as a matrix (Rethink Traversal Alg. 2): leftmost ArgMax(Q z), all trees in one MatMul",
-    _exact.DenseCost(per_node_us=0.00374, per_product_us=1.54e-5, call=(17.6, 0.00139, 1.86e-4, 0.138)),
+    costs.dense("bitvector"),
     hummingbird=("gemm",),
 )

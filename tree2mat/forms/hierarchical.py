@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from tree2mat.forms import _exact, _exit, _nodes, _stack, _walk
+from tree2mat.forms import _exact, _exit, _nodes, _stack, _walk, costs
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
 from tree2mat.ir.core import Ensemble
@@ -128,13 +128,13 @@ DEPTHS = (2, 3, 4)
 #: Latency model at one row (microseconds): the run's operators around the stages, per stage, and
 #: per test cell of a stage (trees x (2^k - 1)). Fitted to one-row p50s of 18 models
 #: (benchmarks/latency_fit.json), within 12 %.
-CALL_US, STAGE_US, PER_CELL_US = 11.9, 8.9, 0.037
+CALL_US, STAGE_US, PER_CELL_US = costs.of("hierarchical", "call_us", "stage_us", "per_cell_us")
 #: Cost model per row (microseconds per stage and tree, and per product of a stage's test bits
 #: with the template: trees x 2^k x (2^k - 1)), fitted to runs of 10 000 rows of 18 models
-#: (benchmarks/latency_fit_rows.json; within 56 %): the earlier 0.027 a stage and tree, fitted
-#: on seven large models, put five trees of depth 4 at 0.14 us a row where they take 4.9, and
-#: auto at --batch-hint 100 would pick this form there, 5.8 x slower than bitvector.
-PER_STAGE_TREE_US, PER_TEMPLATE_PRODUCT_US = 0.0164, 0.00416
+#: (benchmarks/latency_fit_rows.json; within 56 %), small ones among them: a fit on large models
+#: alone put small ones far too fast, and auto picked this form where it was the slowest
+#: (benchmarks/RESULTS.md, "Measurements cited by the code").
+PER_STAGE_TREE_US, PER_TEMPLATE_PRODUCT_US = costs.of("hierarchical", "per_stage_tree_us", "per_template_product_us")
 
 
 def stages(ens: Ensemble, k: int) -> int:

@@ -8,10 +8,9 @@ right at level d. So per tree the graph makes D comparisons (not 2^D - 1) and we
 decision bits [T, D, N] by the powers of two [T, D, 1] and sums them over the levels (``Mul``,
 ``ReduceSum``): 0/1 bits times powers of two up to 2^23, distinct integers below 2^24, exact in
 float32 in any order. Not a ``MatMul``: OpenVINO's CPU plugin at its default bf16 precision
-gave wrong leaves through one (7 202 of 7 910 rows of a CatBoost model, measured once on
-2026-11-25; exact with f32 precision and with ``Mul`` and ``ReduceSum``), and a MatMul would
-run in TF32 on CUDA. A
-tree deeper than 24 levels is taken as any tree.
+gave wrong leaves through one (exact with f32 precision and with ``Mul`` and ``ReduceSum``:
+benchmarks/RESULTS.md, "Measurements cited by the code"), and a MatMul would run in TF32 on
+CUDA. A tree deeper than 24 levels is taken as any tree.
 
 Trees that are not oblivious (any other tree: ordinary greedy trees, categorical or deeper than
 24 levels) find their exit leaf as the ``sign`` form does (Decision Machines eq. 5), in the same
@@ -26,7 +25,7 @@ import dataclasses
 import numpy as np
 import onnx
 
-from tree2mat.forms import _exact, _exit, _nodes, _stack, _templates
+from tree2mat.forms import _exact, _exit, _nodes, _stack, _templates, costs
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
 from tree2mat.ir.core import Ensemble
@@ -130,12 +129,9 @@ def bytes_per_row(ens: Ensemble) -> int:
 
 
 #: Cost model, microseconds per level and per tree; the trees that are not oblivious at the sign
-#: form's on top. Solved from two measurements (tree2mat bench, onnxruntime, 2 threads, 100 000
-#: rows; 2026-11-25), not fitted: a 300-tree depth-6 CatBoost classifier ran in 0.40 of the
-#: traverse form's time, 300 scikit-learn stumps (GradientBoostingClassifier, max_depth=1) in
-#: 1.2 of it (traverse's constants are benchmarks/form_speed.py's fit).
-PER_LEVEL_US = 0.00047
-PER_TREE_US = 0.0057
+#: form's on top. Solved from two runs' times against the traverse form's (deep oblivious trees
+#: and stumps), not fitted: benchmarks/RESULTS.md, "Measurements cited by the code".
+PER_LEVEL_US, PER_TREE_US = costs.of("oblivious", "per_level_us", "per_tree_us")
 
 
 def us_per_row(ens: Ensemble) -> float:
@@ -147,7 +143,7 @@ def us_per_row(ens: Ensemble) -> float:
 #: Latency model (microseconds, one row's run): per run, and per level of the oblivious trees;
 #: the other trees' run as the sign form's (whose per-run part then stands for the run's).
 #: Solved from benchmarks/catboost_speed.json's batch-1 figures (depth 6 x 300 and x 1 000).
-CALL_US, PER_LEVEL_CALL_US = 28.0, 0.025
+CALL_US, PER_LEVEL_CALL_US = costs.of("oblivious", "call_us", "per_level_call_us")
 
 
 def call_us(ens: Ensemble) -> float:

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from tree2mat.errors import UnsupportedModelError
-from tree2mat.forms import _exact, _exit, _nodes, _stack, _walk
+from tree2mat.forms import _exact, _exit, _nodes, _stack, _walk, costs
 from tree2mat.forms._graph import GraphBuilder, GraphOptions
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
 from tree2mat.ir.core import Ensemble
@@ -56,9 +56,9 @@ def kept(depth: np.ndarray, level: int, multiple: int = 1) -> int:
 
 #: The wide walk gathers from copies of the flat node tables, [S, trees x nodes], by the nodes
 #: reached as [S, rows x trees / S]: a runtime spreads a GatherElements over its outer axis
-#: (onnxruntime 1.31 on one axis runs one thread: 8.5 ms for 10**7 indices, 3.7 on [2, -]).
-#: S is at most MAX_REPLICAS and a divisor of the trees (padded to a multiple of it), and the
-#: copies at most REPLICA_BYTES (or one).
+#: (onnxruntime on one axis runs one thread: benchmarks/RESULTS.md, "Measurements cited by the
+#: code"). S is at most MAX_REPLICAS and a divisor of the trees (padded to a multiple of it),
+#: and the copies at most REPLICA_BYTES (or one).
 MAX_REPLICAS = 8
 REPLICA_BYTES = 256 * 2**20
 
@@ -73,11 +73,9 @@ def replicas(n_trees: int, table_bytes: int) -> int:
 
 
 #: Batches of up to FLAT_ELEMENTS // T rows (at least one) walk the flat tables
-#: (:func:`_walk_flat`), larger ones the trees x rows tables (:func:`_walk_wide`). Measured
-#: (benchmarks/walk_speed.py, onnxruntime 1.31, 2 threads, six of suite.py's workloads): the
-#: flat walk takes 0.40-0.76 of the wide walk's time at one row; at 100 rows it is ahead on five
-#: of six, at 1 000 rows ahead or even on the 100-tree models and behind on the 500-tree ones,
-#: at 4 000 rows behind on four of six.
+#: (:func:`_walk_flat`), larger ones the trees x rows tables (:func:`_walk_wide`): the flat walk
+#: is ahead at one row and at a hundred, the wide one from a thousand rows on the larger models
+#: (benchmarks/walk_speed.py; benchmarks/RESULTS.md, "Measurements cited by the code").
 FLAT_ELEMENTS = 8192
 
 
@@ -148,14 +146,12 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Comp
 #: DECIDED_TEST_US a node test (trees x nodes), fitted to one-row p50s of 18 models
 #: (benchmarks/latency_fit.json), within 33 %. It takes batches up to where the flat walk catches
 #: up (each further row costs DECIDED_ROW_TEST_US a node test there, PER_LEVEL_CALL_US a tree
-#: level in the flat walk), at most DECIDED_ELEMENTS node tests (rows x trees x nodes). Measured
-#: (onnxruntime 1.31, 2 threads, 2026-11-26, benchmarks/walk_speed_decided_2d.json):
-#: HistGradientBoosting(100) and LGBMClassifier(100, 31 leaves) 40-42 us at one row against the
-#: flat walk's 85-91, 93-101 against 107-116 at five rows, 145-157 against 126-137 at ten; built
-#: by force on XGBClassifier(100, depth 6) 42 against 41, on RandomForestClassifier(100, depth 8)
-#: and XGBClassifier(5 classes: 500 trees of depth 6) 119-131 against 57-66.
+#: level in the flat walk), at most DECIDED_ELEMENTS node tests (rows x trees x nodes). It pays on
+#: trees deep for their nodes (leaf-wise) at a few rows, and not on full trees (the walks timed:
+#: benchmarks/RESULTS.md, "Measurements cited by the code").
 DECIDED_ELEMENTS = 32768
-DECIDED_CALL_US, DECIDED_DEPTH_US, DECIDED_TEST_US, DECIDED_ROW_TEST_US = 17.6, 1.11, 0.0019, 0.0020
+DECIDED_CALL_US, DECIDED_DEPTH_US, DECIDED_TEST_US, DECIDED_ROW_TEST_US = costs.of(
+    "traverse", "decided_call_us", "decided_depth_us", "decided_test_us", "decided_row_test_us")
 #: The most node tests one run of the decided walk may hold: verify forces batches of up to
 #: this many through it (each a few int32 and float tensors of that size).
 DECIDED_MAX_ELEMENTS = 2**22
@@ -191,8 +187,8 @@ def _walk_decided(g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: st
     is itself), then one gather per level follows them from the roots ([N, T]: a ``Gather`` of
     the roots' next nodes, then ``GatherElements`` on axis 1). Few operators, each over all the
     nodes: it wins where the trees are deep for their nodes (leaf-wise). The exit as the flat
-    walk's. (A ``Gather`` of the columns on axis 1 would copy element by element, about 5 ns
-    each in onnxruntime 1.31: tried, 62-63 us at one row where the first version took 45-46.)"""
+    walk's. (A ``Gather`` of the columns on axis 1 would copy element by element: tried, slower;
+    benchmarks/RESULTS.md, "Measurements cited by the code".)"""
     T, P = tab.column.shape
     vector, row_shape = g.const(np.asarray([-1], np.int64), "decided_vector"), g.const(np.asarray([1, -1], np.int64), "decided_row_shape")
     # (made in ``g``, where runtimes fold them once)
@@ -377,7 +373,7 @@ def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
 
 
 #: Cost model (microseconds; benchmarks/form_speed.py fits them): per level walked, per tree.
-PER_LEVEL_US, PER_TREE_US = 0.00324, 0.00192
+PER_LEVEL_US, PER_TREE_US = costs.of("traverse", "per_level_us", "per_tree_us")
 
 
 tree_levels = _stack.tree_levels
@@ -389,8 +385,8 @@ def us_per_row(ens: Ensemble) -> float:
 
 #: Latency model (microseconds; one row, the flat walk; :func:`call_us`): per run, per level of the
 #: deepest tree (the walk's operators), per tree level. Fitted to one-row p50s of 18 models
-#: (onnxruntime 1.31, 2 threads; benchmarks/latency_fit.json): within 20 %.
-CALL_US, PER_DEPTH_CALL_US, PER_LEVEL_CALL_US = 18.3, 4.02, 0.0063
+#: (benchmarks/latency_fit.json): within 20 %.
+CALL_US, PER_DEPTH_CALL_US, PER_LEVEL_CALL_US = costs.of("traverse", "call_us", "per_depth_call_us", "per_level_call_us")
 
 
 def flat_call_us(depth: int, levels: int) -> float:

@@ -31,7 +31,7 @@ import numpy as np
 import onnx
 
 from tree2mat.contract import TWIN_KEY
-from tree2mat.forms import _exact, _exit, _nodes, _stack, _sums
+from tree2mat.forms import _exact, _exit, _nodes, _stack, _sums, costs
 from tree2mat.forms._graph import ML5_MIN_OPSET, ML_DOMAIN, GraphBuilder, GraphOptions, prune
 from tree2mat.forms._spec import FormSpec
 from tree2mat.ir.core import Ensemble, Task
@@ -250,17 +250,20 @@ def bytes_per_row(ens: Ensemble) -> int:
 
 
 #: Cost model per row (microseconds; ``benchmarks/form_speed.py --forms treeensemble,traverse
-#: --fit``, 17 models, onnxruntime 1.31 on 2 threads: benchmarks/form_speed_treeensemble.json):
-#: per tree level, per tree, per node of the padded trees (the node's tables outgrow the caches),
-#: one set where the node sums and one where its leaves write their numbers (one target a tree).
-#: On traverse's scale (that run's traverse times against traverse's own model, x 0.83 the
-#: median), so that auto compares the two: it then picks the faster of the two on 16 of the 17
-#: models at 10 000 rows.
-PER_ROW_US = {True: (0.00124, 0.00679, 2.41e-5), False: (0.00176, 0.0109, 4.71e-5)}
+#: --fit``: benchmarks/form_speed_treeensemble.json): per tree level, per tree, per node of the
+#: padded trees (the node's tables outgrow the caches), one set where the node sums and one where
+#: its leaves write their numbers (one target a tree). On traverse's scale (that run's traverse
+#: times against traverse's own model), so that auto compares the two (how well it then picks:
+#: benchmarks/RESULTS.md, "Measurements cited by the code").
+PER_ROW_US = {
+    True: costs.of("treeensemble", "sums_per_level_us", "sums_per_tree_us", "sums_per_node_us"),
+    False: costs.of("treeensemble", "leaf_numbers_per_level_us", "leaf_numbers_per_tree_us", "leaf_numbers_per_node_us"),
+}
 #: One row's run (microseconds; the one-row p50s of the same run, on traverse's latency model's
-#: scale likewise, x 0.42): per run, per run of a classifier (its head), per tree level, per tree
-#: of leaf numbers, per node. Against traverse's: the faster of the two at one row on 16 of 17.
-CALL_US, CLASSIFIER_CALL_US, CALL_PER_LEVEL_US, CALL_PER_LEAF_NUMBER_TREE_US, CALL_PER_NODE_US = 5.58, 11.6, 0.00467, 0.0289, 2.61e-5
+#: scale likewise): per run, per run of a classifier (its head), per tree level, per tree of leaf
+#: numbers, per node.
+CALL_US, CLASSIFIER_CALL_US, CALL_PER_LEVEL_US, CALL_PER_LEAF_NUMBER_TREE_US, CALL_PER_NODE_US = costs.of(
+    "treeensemble", "call_us", "classifier_call_us", "call_per_level_us", "call_per_leaf_number_tree_us", "call_per_node_us")
 
 
 def _sizes(ens: Ensemble, opts: GraphOptions | None) -> tuple[bool, int, int]:
