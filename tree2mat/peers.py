@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from tree2mat.frontends import FRONTENDS
+from tree2mat.frontends import FRONTENDS, FrontendSpec, frontend_for
 from tree2mat.runtimes import ort_session
 
 #: Opsets asked of the peers. onnxmltools 1.16 takes one number and refuses more than 15 ("target_opset
@@ -32,22 +32,23 @@ def library_of(model: Any) -> str:
     return type(model).__module__.split(".")[0]
 
 
+def _frontend(model: Any) -> FrontendSpec | None:
+    """``model``'s frontend, or None for a model no frontend handles."""
+    return next((spec for spec in FRONTENDS.values() if spec.handles(model)), None)
+
+
 def peer_for(model: Any) -> str | None:
     """The converter that makes a TreeEnsemble graph of ``model`` (its frontend's ``peer``:
     skl2onnx for scikit-learn, onnxmltools for XGBoost and LightGBM); None for anything else."""
-    for spec in FRONTENDS.values():
-        if spec.handles(model):
-            return spec.peer
-    return None
+    spec = _frontend(model)
+    return None if spec is None else spec.peer
 
 
 def own_export(model: Any) -> Any:
     """The ``peer_convert`` of ``model``'s frontend (its library's own ONNX export, e.g.
     CatBoost's), or None: its peer is a converter of its own (skl2onnx, onnxmltools)."""
-    for spec in FRONTENDS.values():
-        if spec.handles(model):
-            return spec.peer_convert
-    return None
+    spec = _frontend(model)
+    return None if spec is None else spec.peer_convert
 
 
 def available(peer: str) -> bool:
@@ -74,7 +75,7 @@ def _onnxmltools_convert(model: Any, n_features: int) -> tuple[onnx.ModelProto, 
     import onnxmltools
     from onnxmltools.convert.common.data_types import FloatTensorType
 
-    spec = next(spec for spec in FRONTENDS.values() if spec.handles(model))
+    spec = frontend_for(model)
     types = [("input", FloatTensorType([None, n_features]))]
     typed = f"model, initial_types=[('input', FloatTensorType([None, {n_features}]))], target_opset={ONNXMLTOOLS_OPSET}"
     zipmap = {"zipmap": False} if spec.peer_zipmap and hasattr(model, "predict_proba") else {}
