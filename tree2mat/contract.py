@@ -17,7 +17,7 @@ Contract 1 (``tree2mat.contract`` = ``1``), beside the keys every graph has:
   that sums the leaf values; verify adds a copy of that node that writes leaf ids
   (:func:`leaf_twin`).
 - ``tree2mat.walk_rows*`` and ``tree2mat.walk_few*``: the ``If`` limits verify sets to run
-  every row through every walk (:func:`tree2mat.verify.runners.walks`).
+  every row through every walk (:func:`tree2mat.verify.walking.walks`).
 
 A graph with no ``tree2mat.contract`` predates it (tree2mat 0.1.0 before 2026-11-29): verify
 reads its exit layout from this release's form code, as it always did.

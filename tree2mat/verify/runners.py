@@ -1,7 +1,8 @@
 """Running the graph: the devices and runtimes (:func:`devices_for`, :func:`runtime_version`),
-the graph loaded and checked (:func:`_load_onnx`, :func:`_check_graph_input`), rewritten to
-output the trees' exit index (:func:`_with_leaf_output`) and to take each walk
-(:func:`walks`), and run in chunks of rows (:class:`GraphRunner`)."""
+the graph loaded and checked (:func:`_load_onnx`, :func:`check_operators`,
+:func:`_check_graph_input`), and run in chunks of rows (:class:`GraphRunner`). Rewritten to output
+the trees' exit index in :mod:`~tree2mat.verify.exits`, to take each walk in
+:mod:`~tree2mat.verify.walking`."""
 
 from __future__ import annotations
 
@@ -14,25 +15,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from tree2mat.contract import (
-    CONTRACT,
-    CONTRACT_KEY,
-    DIGEST_KEY,
-    EXIT_LEAVES,
-    EXIT_MAPPED,
-    LAYOUT_KEY,
-    LEAF_KEY,
-    MAP_KEY,
-    TWIN_KEY,
-    ExitMap,
-    leaf_twin,
-    max_positions,
-    read_exit_map,
-    shapes_digest,
-)
+from tree2mat.contract import LEAF_KEY
 from tree2mat.errors import DeviceUnavailableError, GraphTimeoutError, ModelFileError, OptionError, VerificationError
-from tree2mat.forms import FORMS
-from tree2mat.ir.core import Ensemble
 from tree2mat.onnx_io import needs_external_data
 from tree2mat.runtimes import RUNTIMES
 
@@ -136,96 +120,6 @@ def _metadata(model: onnx.ModelProto) -> dict[str, str]:
 
 def _leaf_tensor(model: onnx.ModelProto) -> str | None:
     return _metadata(model).get(LEAF_KEY)
-
-
-#: ``leaves(index) -> leaf ids [N, T]``: a graph's exit index [T, N] as leaf ids.
-LeafIds = Callable[[np.ndarray], np.ndarray]
-
-
-def _with_leaf_output(model: onnx.ModelProto, ens: Ensemble, dtype: np.dtype) -> tuple[onnx.ModelProto, LeafIds | None, str, str | None]:
-    """A copy of ``model`` that also outputs the exit index, when tree2mat wrote it for a model
-    of this many trees, how to read leaf ids off it (the contract the graph carries,
-    :mod:`tree2mat.contract`), and the index's name; a graph that proves its routing by a twin
-    (``tree2mat.leaf_twin``: its ``TreeEnsemble`` node that sums, copied to write leaf ids) gets
-    the twin. And why routing is not read off the graph, where tree2mat wrote an index it cannot
-    read (None where the graph has none: the report says so)."""
-    meta = _metadata(model)
-    leaf, twin = meta.get(LEAF_KEY, ""), bool(meta.get(TWIN_KEY)) and not meta.get(LEAF_KEY)
-    if meta.get("tree2mat.n_trees") != str(ens.n_trees) or (not leaf and not twin):
-        return model, None, "", None
-    read = _exit_map(meta, ens, dtype)
-    if isinstance(read, str):
-        return model, None, "", read
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    if twin:
-        leaf = leaf_twin(out)  # (the exit leaves from a copy of the node that sums: the same routing)
-    if leaf not in {o for n in out.graph.node for o in n.output}:
-        return model, None, "", None
-    if read is None:
-        leaves: LeafIds = lambda index: np.asarray(index).T  # noqa: E731
-        elem = onnx.TensorProto.INT64
-    else:
-        leaves = lambda index: read.leaf_ids(index).T  # noqa: E731
-        elem = onnx.helper.np_dtype_to_tensor_dtype(read.index_dtype)
-        declared = _declared_types(out.graph, leaf)
-        if declared - {elem}:
-            made = ", ".join(onnx.TensorProto.DataType.Name(d).lower() for d in sorted(declared))
-            raise ModelFileError(f"the graph's {MAP_KEY} gives its exit index {leaf!r} type {read.index_dtype}, the graph makes it {made}")
-    if leaf not in {o.name for o in out.graph.output}:
-        out.graph.output.append(onnx.helper.make_tensor_value_info(leaf, elem, [ens.n_trees, "N"]))
-    return out, leaves, leaf, None
-
-
-def _declared_types(graph: onnx.GraphProto, name: str) -> set[int]:
-    """The element types ``graph`` declares for its tensor ``name``: its value infos', or, where
-    an ``If`` makes it, its branches' outputs' (none where nothing declares one)."""
-    found = {v.type.tensor_type.elem_type for v in [*graph.output, *graph.value_info] if v.name == name and v.type.tensor_type.elem_type}
-    for node in graph.node:
-        if node.op_type == "If" and name in node.output:
-            k = list(node.output).index(name)
-            for branch in (a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH):
-                if k < len(branch.output):
-                    found |= _declared_types(branch, branch.output[k].name)
-    return found
-
-
-def _exit_map(meta: dict[str, str], ens: Ensemble, dtype: np.dtype) -> ExitMap | None | str:
-    """The graph's exit map (None: the exit index is the leaf ids, trees in order), or why the
-    index cannot be read (routing is then checked through the outputs only). A contract graph's
-    own map (a malformed one is a ModelFileError: tree2mat writes none); a graph from before the
-    contract, this release's layout of its form."""
-    version = meta.get(CONTRACT_KEY)
-    if version is None:
-        return _legacy_exit_map(meta, ens, dtype)
-    if version != str(CONTRACT):
-        return (f"the graph carries tree2mat's graph contract {version!r}, which this tree2mat (contract {CONTRACT}) does not read: "
-                "routing checked through outputs only (verify with the tree2mat that wrote it, or a newer one)")
-    if meta.get(DIGEST_KEY) != shapes_digest(ens):
-        return (f"the graph's trees ({DIGEST_KEY}) are not of the shapes tree2mat reads from the model, which its leaf ids refer to: "
-                "a graph of another model, or written by a tree2mat that read the model otherwise; routing checked through outputs only")
-    layout = meta.get(LAYOUT_KEY, EXIT_LEAVES)
-    if layout == EXIT_LEAVES:  # (a twin's leaves too: trees in order)
-        return None
-    if layout != EXIT_MAPPED:
-        raise ModelFileError(f"the graph's {LAYOUT_KEY} is {layout!r}, neither {EXIT_LEAVES!r} nor {EXIT_MAPPED!r}")
-    try:
-        return read_exit_map(meta[MAP_KEY], ens.n_trees, max_positions(ens))
-    except KeyError:
-        raise ModelFileError(f"the graph's {LAYOUT_KEY} is {EXIT_MAPPED!r} but it carries no {MAP_KEY}") from None
-    except ValueError as exc:
-        raise ModelFileError(f"the graph's {exc}") from None
-
-
-def _legacy_exit_map(meta: dict[str, str], ens: Ensemble, dtype: np.dtype) -> ExitMap | None | str:
-    """A graph written before tree2mat's graph contract (tree2mat 0.1.0 before 2026-11-29): its
-    exit map is this release's layout of its form, as verify read it then."""
-    if meta.get(LAYOUT_KEY, EXIT_LEAVES) == EXIT_LEAVES:
-        return None
-    form = FORMS.get(meta.get("tree2mat.form", ""))
-    if form is None or form.exit_layout is None:
-        return "the graph names no exact form of this tree2mat to read its exit index by: routing checked through outputs only"
-    return ExitMap(*form.exit_layout(ens, dtype))
 
 
 def _load_onnx(onnx_model_or_path: Any) -> tuple[onnx.ModelProto, str]:
@@ -347,70 +241,3 @@ def _check_graph_input(model: onnx.ModelProto, n_features: int) -> np.dtype:
             "expected float or double"
         )
     return dtypes[tt.elem_type]
-
-
-def walks(model: onnx.ModelProto, chunk: int) -> tuple[list[tuple[str, onnx.ModelProto, int]], str | None]:
-    """(walk, graph, rows per run): ``model`` run in chunks of ``chunk`` rows (walk "");
-    where it walks small batches another way (traverse's ``If``, see
-    :class:`tree2mat.forms._walk.Walks`; ``tree2mat.walk_rows*`` in the metadata, one entry
-    per tree step of a pipeline), two copies instead, each walking every batch one way (the
-    constants the ``If`` compares the rows with set past any batch, or below), and a third
-    where it walks the fewest rows a third way (``tree2mat.walk_few*``): every row checked every
-    way. And a note where the walks cannot be forced (a graph rewritten since tree2mat wrote
-    it): then ``model`` as it is, each row through the walk its chunk takes."""
-    meta = _metadata(model)
-    names = walk_limit_names(model, "tree2mat.walk_rows")
-    if not names:
-        return [("", model, chunk)], None
-    few_names = walk_limit_names(model, "tree2mat.walk_few")
-    try:
-        rows, most = _walk_limits(model, meta, "tree2mat.walk_rows", names)
-        few_rows, few_most = _walk_limits(model, meta, "tree2mat.walk_few", few_names) if few_names else ([], [])
-    except (KeyError, ValueError) as exc:
-        note = (f"the graph's walks could not be forced ({exc}): each row was checked through the walk its batch of "
-                f"{chunk} rows takes")
-        return [("", model, chunk)], note
-    few = min(rows)
-    out = [(f">{few} rows", forced_walk(model, -1), chunk), (f"<={few} rows", forced_walk(model, 2**62), max(1, min(chunk, *most)))]
-    if few_names:
-        out.append((f"<={min(few_rows)} rows", forced_walk(model, dict.fromkeys(few_names, 2**62)), max(1, min(chunk, *few_most))))
-    return out, None
-
-
-def _walk_limits(model: onnx.ModelProto, meta: dict[str, str], key: str, names: list[str]) -> tuple[list[int], list[int]]:
-    """The rows each of the ``If`` limits ``names`` holds and the most rows its walk takes
-    (``key`` and ``key_max`` in the metadata), checked against the graph's constants."""
-    inits = {t.name: t for t in model.graph.initializer}
-    rows = [int(v) for v in meta[key].split(",")]
-    most = [int(v) for v in meta[f"{key}_max"].split(",")]
-    if len(rows) != len(names) or len(most) != len(names):
-        raise ValueError("not one value per walk")
-    for name, value in zip(names, rows):
-        if name not in inits:
-            raise ValueError(f"no initializer {name!r}")
-        if onnx.numpy_helper.to_array(inits[name]).tolist() != [value]:
-            raise ValueError(f"{name!r} is not [{value}]")
-    return rows, most
-
-
-def walk_limit_names(model: onnx.ModelProto, walk: str) -> list[str]:
-    """The constants the ``If``s of ``walk`` (``tree2mat.walk_rows``: the flat walk's;
-    ``tree2mat.walk_few``: the decided walk's) compare a batch's rows with, one per tree step
-    (``walk``'s ``_tensor`` metadata); none where the graph has no such walk."""
-    return [n for n in _metadata(model).get(f"{walk}_tensor", "").split(",") if n]
-
-
-def forced_walk(model: onnx.ModelProto, limits: dict[str, int] | int) -> onnx.ModelProto:
-    """A copy of ``model`` whose walks' ``If`` limits are ``limits`` (name -> rows: -1 never
-    takes that ``If``'s walk for fewer rows, 2**62 always); an int: every limit of
-    ``tree2mat.walk_rows_tensor`` set to it, and the decided walk's (``tree2mat.walk_few_tensor``)
-    to -1, so that every batch takes the flat walk (2**62) or the wide one (-1)."""
-    if isinstance(limits, int):
-        limits = {**dict.fromkeys(walk_limit_names(model, "tree2mat.walk_few"), -1),
-                  **dict.fromkeys(walk_limit_names(model, "tree2mat.walk_rows"), limits)}
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    for tensor in out.graph.initializer:
-        if tensor.name in limits:
-            tensor.CopyFrom(onnx.numpy_helper.from_array(np.asarray([limits[tensor.name]], np.int64), tensor.name))
-    return out
