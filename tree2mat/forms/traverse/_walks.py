@@ -1,13 +1,5 @@
-"""The ``traverse`` form: exact, for trees of any size.
-
-Instead of testing every node against every leaf (the matrix forms' T x I x L), each row walks
-each tree from the root, one level per step, all trees at once (:func:`exit_leaf`). Every node
-is one test ``value > threshold`` on a column of an augmented input, routing exactly as the
-matrix forms (same thresholds, NaN directions, zero band, missing-type Zero, categorical codes;
-:func:`_nodes.node_tests` says how), and the next node is ``first + (value > threshold)``. A leaf
-points at itself. Constants grow with the nodes, runtime memory per row with the trees, work
-with the summed depths: deep random forests and large LightGBM models fit.
-"""
+"""The walks a batch of rows takes through every tree at once, one level per step (which one:
+:func:`tree2mat.forms.traverse.exit_leaf`; what they cost: :mod:`._cost`)."""
 
 from __future__ import annotations
 
@@ -16,11 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from tree2mat.errors import UnsupportedModelError
-from tree2mat.forms import _exact, _exit, _nodes, _stack, _walk, costs
-from tree2mat.forms._graph import GraphBuilder, GraphOptions
-from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec
-from tree2mat.ir.core import Ensemble
+from tree2mat.forms import _walk
+from tree2mat.forms._graph import GraphBuilder
 
 #: The least walking a cut must save (trees set aside times the levels to the next cut) per tree
 #: it copies (see :func:`cuts`).
@@ -72,26 +61,8 @@ def replicas(n_trees: int, table_bytes: int) -> int:
 
 
 
-#: Batches of up to FLAT_ELEMENTS // T rows (at least one) walk the flat tables
-#: (:func:`_walk_flat`), larger ones the trees x rows tables (:func:`_walk_wide`): the flat walk
-#: is ahead at one row and at a hundred, the wide one from a thousand rows on the larger models
-#: (benchmarks/walk_speed.py; benchmarks/RESULTS.md, "Measurements cited by the code").
-FLAT_ELEMENTS = 8192
-
-
-def flat_rows_max(width: int) -> int:
-    """The most rows the flat walk can take: every offset into the flat input (rows x
-    ``width`` columns) an int32."""
-    return max(1, (2**31 - 1) // max(width, 1))
-
-
-def flat_rows(n_trees: int, width: int) -> int:
-    """The most rows the graph walks flat: FLAT_ELEMENTS trees x rows, at least one row."""
-    return min(max(1, FLAT_ELEMENTS // n_trees), flat_rows_max(width))
-
-
 @dataclass
-class _Tables:
+class Tables:
     """Names of the node table's three [T, P] constants, of each tree's start t P ([T, 1]) and
     of ``first`` as global ids (t P + first): every walk reads them."""
 
@@ -102,85 +73,7 @@ class _Tables:
     global_first: str
 
 
-def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Compared, opts: GraphOptions) -> _exit.Exit | _walk.Walks:
-    """Rows walk every tree level by level, all trees at once (the exit: the node reached, trees
-    deepest first, see :class:`_exit.Exit`); each step reads a node's column, threshold and
-    ``first`` and moves to ``first + (value > threshold)``. A tree of depth 1 is one step; deeper
-    trees, two or three walks of the same tables (:class:`_walk.Walks`): up to :func:`flat_rows`
-    rows, :func:`_walk_flat` (few operators, nothing copied: at a few rows the operators' overhead
-    is the time); above, :func:`_walk_wide` (operators a runtime spreads over its threads); and
-    where :func:`decided_rows` says so, the fewest rows :func:`_walk_decided` (every node's test
-    at once, then one operator a level)."""
-    tab = _walk.node_table(ens, st)
-    xa = _nodes.augmented_input(g, ens, st, x, tab.blocks)
-    if tab.depth[0] <= 1:
-        return _exit.Exit(_root_level(g, tab, xa)[1], tab.order, tab.leaf, _walk.INDEX_DTYPE)
-    T, P = tab.column.shape
-    if -(-T // MAX_REPLICAS) * MAX_REPLICAS * P > 2**31 - 1:  # (the walks' ids are int32; the wide walk pads the trees)
-        raise UnsupportedModelError(f"the node table has {T * P} nodes, past int32's range; train with fewer trees or leaves")
-    first = g.const(tab.first, "node_first")
-    start = g.const((np.arange(T, dtype=np.int32) * P)[:, None], "tree_start")
-    tables = _Tables(g.const(tab.column, "node_column"), g.const(tab.threshold, "node_threshold"), first, start, g.op("Add", [first, start], "node_first_global"))
-    most = flat_rows(st.n_trees, tab.width)
-    limit = g.const(np.asarray([most], np.int64), "flat_rows")
-    rows = _walk.batch_rows(g, xa)
-    small = g.op("LessOrEqual", [rows, limit], "flat_batch")
-    few = None
-    if fewest := decided_rows(T, P, int(tab.depth[0]), tree_levels(ens), tab.width):
-        few_limit = g.const(np.asarray([fewest], np.int64), "decided_rows")
-        few = _walk.FewWalk(
-            g.op("LessOrEqual", [rows, few_limit], "decided_batch"), few_limit, fewest, decided_rows_max(T, P),
-            lambda b: _exit.Exit(_walk_decided(g, b, tab, xa, rows, tables), tab.order, tab.leaf, _walk.INDEX_DTYPE),
-        )
-    return _walk.Walks(
-        small, limit, most, flat_rows_max(tab.width),
-        lambda b: _exit.Exit(_walk_flat(g, b, tab, xa, tables, cuts(tab.depth)), tab.order, tab.leaf, _walk.INDEX_DTYPE),
-        lambda b: _exit.Exit(_walk_wide(g, b, tab, xa, rows, tables), tab.order, tab.leaf, _walk.INDEX_DTYPE),
-        few,
-    )
-
-
-#: The decided walk (:func:`_walk_decided`): built where its one-row latency model
-#: (:func:`decided_call_us`) is under the flat walk's (:func:`flat_call_us`): DECIDED_CALL_US,
-#: DECIDED_DEPTH_US a level of the deepest tree (the walk runs 8 operators and one a level) and
-#: DECIDED_TEST_US a node test (trees x nodes), fitted to one-row p50s of 18 models
-#: (benchmarks/latency_fit.json), within 33 %. It takes batches up to where the flat walk catches
-#: up (each further row costs DECIDED_ROW_TEST_US a node test there, PER_LEVEL_CALL_US a tree
-#: level in the flat walk), at most DECIDED_ELEMENTS node tests (rows x trees x nodes). It pays on
-#: trees deep for their nodes (leaf-wise) at a few rows, and not on full trees (the walks timed:
-#: benchmarks/RESULTS.md, "Measurements cited by the code").
-DECIDED_ELEMENTS = 32768
-DECIDED_CALL_US, DECIDED_DEPTH_US, DECIDED_TEST_US, DECIDED_ROW_TEST_US = costs.of(
-    "traverse", "decided_call_us", "decided_depth_us", "decided_test_us", "decided_row_test_us")
-#: The most node tests one run of the decided walk may hold: verify forces batches of up to
-#: this many through it (each a few int32 and float tensors of that size).
-DECIDED_MAX_ELEMENTS = 2**22
-
-
-def decided_call_us(n_trees: int, nodes: int, depth: int) -> float:
-    """The decided walk's one-row latency model (microseconds)."""
-    return DECIDED_CALL_US + DECIDED_DEPTH_US * depth + DECIDED_TEST_US * n_trees * nodes
-
-
-def decided_rows(n_trees: int, nodes: int, depth: int, levels: int, width: int) -> int:
-    """The rows the decided walk takes (0: not built): trees x ``nodes`` node tests per row, up
-    to where the flat walk (``levels``: the trees' levels) is modelled as fast, fewer than the
-    flat walk takes (:func:`flat_rows`)."""
-    tests = n_trees * nodes
-    gain = flat_call_us(depth, levels) - decided_call_us(n_trees, nodes, depth)
-    if tests > DECIDED_ELEMENTS or gain <= 0:
-        return 0
-    slower = DECIDED_ROW_TEST_US * tests - PER_LEVEL_CALL_US * levels  # (each further row)
-    rows = DECIDED_ELEMENTS // tests if slower <= 0 else min(DECIDED_ELEMENTS // tests, 1 + int(gain / slower))
-    return min(rows, flat_rows(n_trees, width) - 1)
-
-
-def decided_rows_max(n_trees: int, nodes: int) -> int:
-    """The most rows the decided walk is run on: at most DECIDED_MAX_ELEMENTS node tests."""
-    return max(1, DECIDED_MAX_ELEMENTS // (n_trees * nodes))
-
-
-def _walk_decided(g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: str, rows: str, tables: _Tables) -> str:
+def walk_decided(g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: str, rows: str, tables: Tables) -> str:
     """The fewest rows, in ``b``: every node's test of every row at once ([N, T P]: a
     ``GatherElements`` from the input by the nodes' columns broadcast to the rows, a
     ``Greater``), each node's next node from it (``first`` + the test, ids t P + node: a leaf's
@@ -207,7 +100,7 @@ def _walk_decided(g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: st
     return b.op("Transpose", [local], "decided_exit", perm=[1, 0])
 
 
-def _root_level(g: GraphBuilder, tab: _walk.NodeTable, xa: str) -> tuple[str, str]:
+def root_level(g: GraphBuilder, tab: _walk.NodeTable, xa: str) -> tuple[str, str]:
     """The input transposed [C, N], and the nodes of level 1 [T, N]: every row at every root,
     trees x rows (the roots' columns are rows of the transposed input: a Gather on axis 0, whole
     rows copied)."""
@@ -217,7 +110,7 @@ def _root_level(g: GraphBuilder, tab: _walk.NodeTable, xa: str) -> tuple[str, st
     return columns, g.op("Add", [step, g.const(tab.first[:, :1], "root_first")], "node1")
 
 
-def _walk_wide(g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: str, rows: str, tables: _Tables) -> str:
+def walk_wide(g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: str, rows: str, tables: Tables) -> str:
     """In ``b``, rows x trees: the nodes reached are global ids (t P + node) [N, T'] (the trees
     padded to T', a multiple of S = :func:`replicas`, with trees of one leaf), and per level:
     three ``GatherElements`` from S copies of the flat tables by the nodes as [S, N T' / S] (made
@@ -272,7 +165,7 @@ def _walk_wide(g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: str, 
     return _slice(b, exit_sorted, 0, T, 0, "exit_node_sorted") if Tp > T else exit_sorted
 
 
-def _wide_tables(g: GraphBuilder, tab: _walk.NodeTable, tables: _Tables, Tp: int, S: int, start: np.ndarray) -> tuple[str, str, str]:
+def _wide_tables(g: GraphBuilder, tab: _walk.NodeTable, tables: Tables, Tp: int, S: int, start: np.ndarray) -> tuple[str, str, str]:
     """In ``g`` (where runtimes fold them once): S copies of the flat column, threshold and
     global-first tables, [S, T' P] each, the T' - T padding trees of one leaf added."""
     T, P = tab.column.shape
@@ -291,19 +184,19 @@ def _wide_tables(g: GraphBuilder, tab: _walk.NodeTable, tables: _Tables, Tp: int
     return column, threshold, first
 
 
-def _walk_flat(
-    g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: str, tables: _Tables, cut_levels: list[int],
+def walk_flat(
+    g: GraphBuilder, b: GraphBuilder, tab: _walk.NodeTable, xa: str, tables: Tables, cut_levels: list[int],
 ) -> str:
-    """:func:`_walk_wide`'s walk on one-dimensional tensors, in ``b``: the node tables flat
+    """:func:`walk_wide`'s walk on one-dimensional tensors, in ``b``: the node tables flat
     (``first`` holding t P + node, made in ``g``, where runtimes fold them once), the nodes
     reached a vector of trees x rows, the input flat (row r's column c at r C + c); per step
     four ``GatherElements`` (on one axis any number of indices is within the rule: no copies
     where trees are set aside), the column's offset, a ``Greater`` and the next node. The same
-    ``cut_levels``; the exit as :func:`_walk_wide`'s."""
+    ``cut_levels``; the exit as :func:`walk_wide`'s."""
     int32 = onnx.TensorProto.INT32
     T, P = tab.column.shape
     width = tab.width
-    columns, cur = _root_level(b, tab, xa)
+    columns, cur = root_level(b, tab, xa)
     flat = g.const(np.asarray([-1], np.int64), "flat_shape")
     tree_start = tables.tree_start
     column, threshold = (g.op("Reshape", [t, flat], f"{t}_flat") for t in (tables.column, tables.threshold))
@@ -345,87 +238,3 @@ def _slice(g: GraphBuilder, x: str, start: int, stop: int, axis: int, hint: str)
     """``start:stop`` of ``x`` on ``axis``."""
     bounds = [g.const(np.asarray([v], np.int64), f"{hint}_{k}") for k, v in (("start", start), ("stop", stop), ("axis", axis))]
     return g.op("Slice", [x, *bounds], hint)
-
-
-def constant_bytes(ens: Ensemble) -> int:
-    """The node table (column and first per node, threshold up to 8 bytes) over the widest
-    tree's 2 I + 1 nodes and what runtimes fold from it once (``first`` as global ids, the flat
-    walk's reshaped tables, the wide walk's padded ones: a table each, a bound), the wide walk's
-    copies (:func:`replicas`: at most REPLICA_BYTES, or one), and the leaf values per node (up to
-    four float32 digits, or float64)."""
-    T, I, L = _stack.padded_sizes(ens)
-    table = (T + MAX_REPLICAS) * (2 * I + 1) * (4 + 4 + 8)
-    return 4 * table + max(table, min(MAX_REPLICAS * table, REPLICA_BYTES)) + T * (2 * I + 1) * ens.n_outputs * 16
-
-
-def bytes_per_row(ens: Ensemble) -> int:
-    """Per tree, the few [T, N] tensors of one level (alive one level at a time), the exit index
-    and values (and their indices with several outputs); the augmented input and its transpose
-    (a few blocks of the features, a bound)."""
-    return ens.n_trees * (48 + 8) + _stack.exit_values_bytes_per_row(ens) + 6 * ens.n_columns * 8 + _stack.input_bytes_per_row(ens)
-
-
-def build(ens: Ensemble, opts: GraphOptions) -> onnx.ModelProto:
-    return _exact.build(
-        ens, opts, "traverse", exit_leaf, constant_bytes=constant_bytes, layout="node-table",
-        constant_limit=_walk.constant_limit(), size_hint="train with fewer trees or leaves",
-    )
-
-
-#: Cost model (microseconds; benchmarks/form_speed.py fits them): per level walked, per tree.
-PER_LEVEL_US, PER_TREE_US = costs.of("traverse", "per_level_us", "per_tree_us")
-
-
-tree_levels = _stack.tree_levels
-
-
-def us_per_row(ens: Ensemble) -> float:
-    return PER_LEVEL_US * tree_levels(ens) + PER_TREE_US * ens.n_trees
-
-
-#: Latency model (microseconds; one row, the flat walk; :func:`call_us`): per run, per level of the
-#: deepest tree (the walk's operators), per tree level. Fitted to one-row p50s of 18 models
-#: (benchmarks/latency_fit.json): within 20 %.
-CALL_US, PER_DEPTH_CALL_US, PER_LEVEL_CALL_US = costs.of("traverse", "call_us", "per_depth_call_us", "per_level_call_us")
-
-
-def flat_call_us(depth: int, levels: int) -> float:
-    """The flat walk's one-row latency model: ``depth`` of the deepest tree, ``levels`` of all."""
-    return CALL_US + PER_DEPTH_CALL_US * max(depth, 1) + PER_LEVEL_CALL_US * levels
-
-
-def run_us(ens: Ensemble, rows: int) -> float:
-    """A run of ``rows`` rows through the walk the graph takes for them: the decided walk's model
-    up to its rows (each further row DECIDED_ROW_TEST_US a node test), the flat walk's up to
-    :func:`flat_rows` (PER_LEVEL_CALL_US a tree level), the wide walk's above (``us_per_row``)."""
-    depth, levels = max(int(ens.tree_depths().max()), 1), tree_levels(ens)
-    T, P = ens.n_trees, _walk.table_nodes(ens)
-    width = ens.n_features  # (the augmented input's width only caps rows past 2**31 offsets)
-    if depth > 1 and rows <= decided_rows(T, P, depth, levels, width):
-        return decided_call_us(T, P, depth) + (rows - 1) * DECIDED_ROW_TEST_US * T * P
-    if depth > 1 and rows <= flat_rows(T, width):  # (trees of depth 1: one step, no walks)
-        return flat_call_us(depth, levels) + (rows - 1) * PER_LEVEL_CALL_US * levels
-    return flat_call_us(depth, levels) + (rows - 1) * us_per_row(ens)
-
-
-def call_us(ens: Ensemble) -> float:
-    """One row's run: the decided walk's model where the graph has it, else the flat walk's."""
-    return run_us(ens, 1)
-
-
-FORM = FormSpec(
-    name="traverse",
-    build=build,
-    exact=True,
-    summary="root-to-leaf walk, one level per step for all trees at once (GatherElements); memory grows with nodes, not nodes x leaves",
-    constant_bytes=constant_bytes,
-    bytes_per_row=bytes_per_row,
-    constant_limit=_walk.constant_limit,
-    us_per_row=us_per_row,
-    call_us=call_us,
-    run_us=run_us,
-    exit_layout=_walk.exit_layout,
-    proven_on=ALL_RUNTIMES,
-    node_tests=_walk.node_tests,
-    hummingbird=("tree_trav", "perf_tree_trav"),
-)
