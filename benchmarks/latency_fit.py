@@ -233,7 +233,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--report", type=Path, help="print the tables and fit of an earlier --out (no run)")
     parser.add_argument("--write", nargs="?", const="", metavar="FITS",
-                        help=f"write the fitted constants into tree2mat's cost file: the comma-separated fits of {', '.join(COST_NAMES)} (default: every one the run makes)")
+                        help="write the fitted constants into tree2mat's cost file: the comma-separated fits of "
+                             f"{', '.join(COST_NAMES)} (default: every one the run makes)")
     parser.add_argument("--costs", type=Path, default=costs.PATH, help="the cost file --write writes (default: the package's)")
     args = parser.parse_args()
     hint_rows = [int(h) for h in args.hints.split(",") if h]
@@ -258,7 +259,8 @@ def main() -> int:
         hints = {}
         for b in hint_rows:
             many = b >= 1000  # (3 runs, taking turns every run)
-            at_b = alternating_p50s({g: s for g, s in sessions.items() if g in HINT_FORMS}, np.ascontiguousarray(rows[:b]), 3 if many else args.runs, 1 if many else 10)
+            at_b = alternating_p50s({g: s for g, s in sessions.items() if g in HINT_FORMS}, np.ascontiguousarray(rows[:b]),
+                                    3 if many else args.runs, 1 if many else 10)
             hints[str(b)] = {"p50_us": {f: at_b[f] * 1e6 if f in at_b else None for f in HINT_FORMS}, "auto": auto.choose(ens, batch_hint=b).form}
         choice = auto.choose(ens, batch_hint=1)
         shape = shape_of(ens)

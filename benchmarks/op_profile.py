@@ -89,7 +89,8 @@ def main() -> int:
             ms = p50_ms(session(graph, args.threads), rows, args.batch, timed)
             prof = profile(graph, rows, args.batch, args.runs, args.threads)
             total = sum(v for v, _ in prof["by_type"].values())
-            print(f"\n{title}, {form}, batch {args.batch}: p50 {ms:.3f} ms, TreeEnsemble {te_ms:.3f} ms ({te_ms / ms:.2f} x TE); kernels {total / 1e3:.2f} ms a run", flush=True)
+            print(f"\n{title}, {form}, batch {args.batch}: p50 {ms:.3f} ms, TreeEnsemble {te_ms:.3f} ms ({te_ms / ms:.2f} x TE); "
+                  f"kernels {total / 1e3:.2f} ms a run", flush=True)
             for op, (us, n) in list(prof["by_type"].items())[:10]:
                 print(f"  {op:16s} {100 * us / total:5.1f} %  {us / 1e3:8.3f} ms  x{n:.0f}")
             results.append({"workload": key, "model": title, "form": form, "batch": args.batch, "p50_ms": ms, "treeensemble_p50_ms": te_ms, **prof})

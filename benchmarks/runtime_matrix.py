@@ -1,4 +1,4 @@
-"""The runtime matrix behind the runtime table of docs/runtimes.md: tree2mat's exact forms and the peer
+r"""The runtime matrix behind the runtime table of docs/runtimes.md: tree2mat's exact forms and the peer
 converters' TreeEnsemble graphs, of the runtime matrix's five models (benchmarks/_cases.py, which
 tests/runtimes/test_runtimes.py checks too), run on every ONNX
 runtime tree2mat knows (tree2mat.runtimes.RUNTIMES: those installed) and compared with the
@@ -7,7 +7,8 @@ rows: tree2mat.verify's synthesized rows).
 
     python -m benchmarks.runtime_matrix --out benchmarks/runtime_matrix.json --readme docs/runtimes.md
     python -m benchmarks.runtime_matrix --runtimes openvino,tract     # a part, printed
-    python -m benchmarks.runtime_matrix --forms treeensemble --merge benchmarks/runtime_matrix.json --out benchmarks/runtime_matrix.json --readme docs/runtimes.md
+    python -m benchmarks.runtime_matrix --forms treeensemble --merge benchmarks/runtime_matrix.json \
+        --out benchmarks/runtime_matrix.json --readme docs/runtimes.md
 
 tree2mat's graphs go through ``tree2mat.verify`` (labels identical, values within tolerance,
 the leaf of every tree equal to the library's own, or the reference evaluator's where it gives none). A peer graph is run as it is and its

@@ -72,7 +72,8 @@ def main() -> int:
         doc = {
             "machine": f"{platform.machine()} {platform.processor() or ''}, {len(os.sched_getaffinity(0))} CPUs, {platform.system()}",
             "cpu": _cpu_name(), "python": platform.python_version(), "tree2mat": tree2mat.__version__,
-            "versions": _versions(), "threads": args.threads, "device": args.device, "batches": list(batches), "batch_hint": args.batch_hint, "target": args.target, "results": results,
+            "versions": _versions(), "threads": args.threads, "device": args.device, "batches": list(batches), "batch_hint": args.batch_hint,
+            "target": args.target, "results": results,
         }
         if args.out:  # after every workload: a long run that stops keeps what it measured
             args.out.write_text(json.dumps(doc, indent=1) + "\n")
@@ -135,7 +136,8 @@ def report(doc: dict) -> str:
         f"{'; auto for --target ' + doc['target'] if doc.get('target') else ''}); "
         "x TE: over the TreeEnsemble graph in the same run.",
         "",
-        "| workload | TreeEnsemble rows/s | auto (form) | auto x TE | sign x TE | bitvector x TE | hierarchical x TE | traverse x TE | Hummingbird best x TE | Hummingbird gemm x TE | best matrix form / HB gemm | native x TE |",
+        "| workload | TreeEnsemble rows/s | auto (form) | auto x TE | sign x TE | bitvector x TE | hierarchical x TE | traverse x TE "
+        "| Hummingbird best x TE | Hummingbird gemm x TE | best matrix form / HB gemm | native x TE |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["results"]:
@@ -154,14 +156,16 @@ def report(doc: dict) -> str:
         dm_vs_gemm = _matrix_vs_gemm(r["contenders"], doc["batches"])
         native = next((c for c in r["contenders"] if c["kind"] == "native"), None)
         lines.append(
-            f"| {r['model']} | {ref:,.0f} | {f'{_rate(auto, big):,.0f}' if auto and _rate(auto, big) else 'not timed'} ({auto['name'][15:-1] if auto else '-'}) | {ratio(_rate(auto, big) if auto else None)} | "
+            f"| {r['model']} | {ref:,.0f} | {f'{_rate(auto, big):,.0f}' if auto and _rate(auto, big) else 'not timed'} "
+            f"({auto['name'][15:-1] if auto else '-'}) | {ratio(_rate(auto, big) if auto else None)} | "
             + " | ".join(ratio(_rate(by[f"tree2mat {f}"], big)) if f"tree2mat {f}" in by else "-" for f in ("sign", "bitvector", "hierarchical", "traverse"))
             + f" | {f'{ratio(hb_best[1])} ({hb_best[0]})' if hb_best else ('not timed' if hb else 'not installed')} | {ratio(gemm)} | "
             + dm_vs_gemm + f" | {ratio(_rate(native, big) if native else None)} |"
             if ref else f"| {r['model']} | not measured | | | | | | | | | | |"
         )
     lines += ["", "Batch 1: p50 latency, ms; and rows whose outputs (labels) differ from the library on the scoring rows.", "",
-              "| workload | TreeEnsemble | auto | auto / TE | TE wrong rows (labels) | auto wrong rows (labels) | Hummingbird wrong rows (labels), per strategy |",
+              "| workload | TreeEnsemble | auto | auto / TE | TE wrong rows (labels) | auto wrong rows (labels) "
+              "| Hummingbird wrong rows (labels), per strategy |",
               "|---|---|---|---|---|---|---|"]
     for r in doc["results"]:
         te = next((c for c in r["contenders"] if c["kind"] == "peer" and c["timings"]), None)

@@ -1,11 +1,12 @@
-"""traverse's walks, each forced, and optionally the graph of another checkout: p50 latency at the
+r"""traverse's walks, each forced, and optionally the graph of another checkout: p50 latency at the
 given batches on suite.py's workloads (onnxruntime CPU, 2 threads, the graphs alternating in one
 process). Where each walk for small batches (the flat one; the decided one for the fewest rows,
 where the graph has it) pays and where it stops paying.
 
     python -m benchmarks.walk_speed --workloads hgb_clf,lgbm_clf,xgb_clf,rf_clf --batch 1,2,5,10,40 --runs 300 --out benchmarks/walk_speed_decided.json
     python -m benchmarks.walk_speed --before /path/to/checkout/of/a697d38 --out benchmarks/walk_speed.json
-    python -m benchmarks.walk_speed --before /path/to/checkout/of/df5d739 --build-decided 5 --workloads hgb_clf,lgbm_clf,xgb_clf,xgb_5,rf_clf --batch 1,2,5,10,40 --runs 300 --out benchmarks/walk_speed_decided_2d.json
+    python -m benchmarks.walk_speed --before /path/to/checkout/of/df5d739 --build-decided 5 \
+        --workloads hgb_clf,lgbm_clf,xgb_clf,xgb_5,rf_clf --batch 1,2,5,10,40 --runs 300 --out benchmarks/walk_speed_decided_2d.json
 
 A graph is forced to one walk by the constants its ``If``s compare the batch's rows with
 (``tree2mat.walk_rows_tensor``, ``tree2mat.walk_few_tensor``): -1 never takes a walk for small

@@ -80,7 +80,8 @@ class ConvertOptions:
         hint = auto.check_batch_hint(batch_hint)
         if spec is not None and temperature is not None:
             if spec.exact:
-                raise OptionError(f"--temperature applies to the soft forms ({', '.join(n for n, f in FORMS.items() if not f.exact)}), not to the exact form {spec.name}")
+                soft = ", ".join(n for n, f in FORMS.items() if not f.exact)
+                raise OptionError(f"--temperature applies to the soft forms ({soft}), not to the exact form {spec.name}")
             if not (np.isfinite(temperature) and temperature > 0):
                 raise OptionError(f"--temperature must be a finite number > 0, got {temperature}")
         if spec is not None and leaves and not spec.exact:

@@ -166,7 +166,8 @@ def test_attend_convert_verify(files, capsys):
     assert (abrf.epsilon, abrf.tau) == (info["epsilon"], info["tau"])
     held = attention.held_out(files / "forest.joblib", X[250:], Y[250:], folds=3)  # (nested: tests/attention/test_abrf.py)
     assert info["attention"] == pytest.approx(attention.scores(Y[250:], held))
-    assert info["forest"]["r2"] == pytest.approx(1 - np.sum((Y[250:] - evaluate.predict(abrf.ensemble, X[250:])["variable"][:, 0]) ** 2) / np.sum((Y[250:] - Y[250:].mean()) ** 2))
+    forest = evaluate.predict(abrf.ensemble, X[250:])["variable"][:, 0]
+    assert info["forest"]["r2"] == pytest.approx(1 - np.sum((Y[250:] - forest) ** 2) / np.sum((Y[250:] - Y[250:].mean()) ** 2))
     onnx_path = files / "forest.abrf.onnx"
     assert main(["convert", str(out), "-o", str(onnx_path)]) == 0
     capsys.readouterr()

@@ -125,11 +125,14 @@ def test_verify_exit_1_on_graph_of_other_width(models, capsys, tmp_path):
         (b"", ".joblib", "cannot unpickle"),
         (b"{not json", ".json", "not valid JSON"),
         (b'{"learner": {}}', ".json", "ill-formed XGBoost model: need objective"),
-        (b'{"foo": 1}', ".json", "neither a tree2mat IR document nor an XGBoost model nor a CatBoost model (no 'tree2mat_ir' or 'learner' or 'features_info' key)"),
+        (b'{"foo": 1}', ".json",
+         "neither a tree2mat IR document nor an XGBoost model nor a CatBoost model (no 'tree2mat_ir' or 'learner' or 'features_info' key)"),
         (b"[i\x01]", ".ubj", "not an XGBoost model (no 'learner' key)"),
         (b"{L\x00\x00\x00\x00\x00\x00\x00\x07learn", ".ubj", "not a valid UBJSON model file: truncated"),
         (b'{"tree2mat_ir": 1, "n_features": 2}', ".json", "missing field 'trees'"),
-        (b"x", ".dat", "unknown model file type '.dat', and its contents are none of the formats tree2mat reads; supported: .pkl, .pickle, .joblib, .skops, .json, .cbm, .txt, .ubj"),
+        (b"x", ".dat",
+         "unknown model file type '.dat', and its contents are none of the formats tree2mat reads; "
+         "supported: .pkl, .pickle, .joblib, .skops, .json, .cbm, .txt, .ubj"),
         (b"x", ".txt", "not a LightGBM model text"),
         (b"x", ".onnx", "this is an ONNX file"),
         (b"PK\x03\x04junk", ".skops", "skops"),
@@ -209,12 +212,15 @@ def test_console_script_end_to_end(tmp_path):
     model = HistGradientBoostingClassifier(max_iter=5).fit(X, y)
     joblib.dump(model, tmp_path / "m.joblib")
     env = dict(os.environ)
-    run = subprocess.run([str(BIN / "tree2mat"), "convert", str(tmp_path / "m.joblib"), "-o", str(tmp_path / "m.onnx")], capture_output=True, text=True, env=env)
+    run = subprocess.run([str(BIN / "tree2mat"), "convert", str(tmp_path / "m.joblib"), "-o", str(tmp_path / "m.onnx")],
+                         capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr
     assert "wrote" in run.stdout and "label [N] int64" in run.stdout
-    run = subprocess.run([sys.executable, "-m", "tree2mat", "verify", str(tmp_path / "m.joblib"), str(tmp_path / "m.onnx")], capture_output=True, text=True, env=env)
+    run = subprocess.run([sys.executable, "-m", "tree2mat", "verify", str(tmp_path / "m.joblib"), str(tmp_path / "m.onnx")],
+                         capture_output=True, text=True, env=env)
     assert run.returncode == 0 and "PASS" in run.stdout, run.stdout + run.stderr
-    run = subprocess.run([str(BIN / "tree2mat"), "convert", str(tmp_path / "nope.pkl"), "-o", str(tmp_path / "x.onnx")], capture_output=True, text=True, env=env)
+    run = subprocess.run([str(BIN / "tree2mat"), "convert", str(tmp_path / "nope.pkl"), "-o", str(tmp_path / "x.onnx")],
+                         capture_output=True, text=True, env=env)
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
     run = subprocess.run([str(BIN / "tree2mat"), "--version"], capture_output=True, text=True, env=env)
     assert run.returncode == 0 and run.stdout.startswith("tree2mat ")

@@ -176,7 +176,8 @@ def _anchors(page: Path) -> set[str]:
     """GitHub's anchors of a page's headings."""
     seen: dict[str, int] = {}
     out = set()
-    for heading in re.findall(r"^#{1,6}[ \t]+(.+?)[ \t]*#*$", re.sub(r"^[ \t]*```.*?^[ \t]*```[ \t]*$", "", page.read_text(encoding="utf-8"), flags=re.M | re.S), flags=re.M):
+    prose = re.sub(r"^[ \t]*```.*?^[ \t]*```[ \t]*$", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)  # (a "#" line in a code block heads nothing)
+    for heading in re.findall(r"^#{1,6}[ \t]+(.+?)[ \t]*#*$", prose, flags=re.M):
         slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
         n = seen.get(slug, 0)
         seen[slug] = n + 1

@@ -74,7 +74,8 @@ def test_named_categories_without_pandas(tmp_path, capsys, monkeypatch):
     frame = pd.DataFrame({"x": X[:, 0], "city": pd.Categorical(np.where(X[:, 1] > 0, "oslo", "rome"))})
     pd.DataFrame({"x": [0.5, -1.0], "city": ["oslo", "rome"]}).to_csv(tmp_path / "rows.csv", index=False)
     _verify_passes_then_fails_without(tmp_path, capsys, monkeypatch, HistGradientBoostingClassifier(max_iter=3, random_state=0).fit(frame, Y),
-                                      "rows.csv", "pandas", _missing("a model with named categories (its library reads them from a DataFrame)", "pandas", "data"))
+                                      "rows.csv", "pandas",
+                                      _missing("a model with named categories (its library reads them from a DataFrame)", "pandas", "data"))
 
 
 def test_a_pipeline_fitted_on_a_dataframe_without_pandas(tmp_path, capsys, monkeypatch):

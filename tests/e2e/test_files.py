@@ -33,7 +33,8 @@ def forests(tmp_path_factory):
     for seed in range(3):
         joblib.dump(RandomForestClassifier(20 + 10 * seed, random_state=seed).fit(X, Y), d / f"rf{seed}.joblib")
     # Large enough that its write takes a while (for the interrupt test).
-    joblib.dump(RandomForestClassifier(300, min_samples_leaf=1, random_state=0).fit(np.tile(X, (4, 1)) + np.random.default_rng(0).normal(0, 1e-3, (4 * len(X), X.shape[1])), np.tile(Y, 4)), d / "big.joblib")
+    rows = np.tile(X, (4, 1)) + np.random.default_rng(0).normal(0, 1e-3, (4 * len(X), X.shape[1]))
+    joblib.dump(RandomForestClassifier(300, min_samples_leaf=1, random_state=0).fit(rows, np.tile(Y, 4)), d / "big.joblib")
     return d
 
 

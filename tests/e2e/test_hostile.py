@@ -173,7 +173,8 @@ def test_huge_dense_layout_is_refused_quickly(tmp_path, capsys):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(20_000, 5))
     joblib.dump(DecisionTreeRegressor(random_state=0).fit(X, rng.normal(size=20_000)), tmp_path / "deep.joblib")
-    expect(capsys, main(["convert", str(tmp_path / "deep.joblib"), "-o", str(tmp_path / "deep.onnx"), "--form", "sign"]), 2, "over --max-memory", "--form traverse fits")
+    expect(capsys, main(["convert", str(tmp_path / "deep.joblib"), "-o", str(tmp_path / "deep.onnx"), "--form", "sign"]), 2,
+           "over --max-memory", "--form traverse fits")
     assert not (tmp_path / "deep.onnx").exists()
     # The form the message names converts it, as does auto (which picks it), and the graph
     # routes as scikit-learn does.

@@ -43,11 +43,15 @@ def _models():
         "sklearn RF, NaN": lambda: RandomForestClassifier(n_estimators=8, max_depth=6, random_state=0).fit(_holes(XI), YI),
         "sklearn HGB, categorical": lambda: HistGradientBoostingClassifier(max_iter=10, categorical_features=[5], random_state=0).fit(X_cat, y),
         "sklearn IsolationForest": lambda: IsolationForest(n_estimators=10, random_state=0).fit(XD),
-        "xgboost categorical": lambda: xgb.XGBClassifier(n_estimators=10, max_depth=4, enable_categorical=True, tree_method="hist", max_cat_to_onehot=1).fit(frame, y),
-        "xgboost multiclass, missing -999": lambda: xgb.XGBClassifier(n_estimators=6, max_depth=4, missing=-999.0).fit(np.where(np.isnan(_holes(XI)), -999.0, XI), YI),
-        "lightgbm categorical, zero_as_missing": lambda: lgb.LGBMClassifier(n_estimators=10, num_leaves=15, min_data_per_group=5, cat_smooth=1, zero_as_missing=True, verbose=-1).fit(X_cat, y, categorical_feature=[5]),
+        "xgboost categorical": lambda: xgb.XGBClassifier(n_estimators=10, max_depth=4, enable_categorical=True, tree_method="hist",
+                                                         max_cat_to_onehot=1).fit(frame, y),
+        "xgboost multiclass, missing -999": lambda: xgb.XGBClassifier(n_estimators=6, max_depth=4, missing=-999.0).fit(
+            np.where(np.isnan(_holes(XI)), -999.0, XI), YI),
+        "lightgbm categorical, zero_as_missing": lambda: lgb.LGBMClassifier(
+            n_estimators=10, num_leaves=15, min_data_per_group=5, cat_smooth=1, zero_as_missing=True, verbose=-1).fit(X_cat, y, categorical_feature=[5]),
         "lightgbm linear_tree": lambda: lgb.LGBMRegressor(n_estimators=8, num_leaves=7, linear_tree=True, verbose=-1).fit(_holes(XD), YD),
-        "lightgbm rf multiclass": lambda: lgb.LGBMClassifier(boosting_type="rf", n_estimators=6, num_leaves=7, bagging_freq=1, bagging_fraction=0.6, verbose=-1).fit(_holes(XI), YI),
+        "lightgbm rf multiclass": lambda: lgb.LGBMClassifier(
+            boosting_type="rf", n_estimators=6, num_leaves=7, bagging_freq=1, bagging_fraction=0.6, verbose=-1).fit(_holes(XI), YI),
     }
 
 

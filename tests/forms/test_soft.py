@@ -51,7 +51,8 @@ MODELS = {
     "sklearn IsolationForest": (lambda: IsolationForest(n_estimators=10, random_state=0).fit(XD), XD),
     "xgboost multiclass, NaN": (lambda: xgb.XGBClassifier(n_estimators=10, max_depth=3).fit(XI_NAN, YI), XI_NAN),
     "xgboost regressor": (lambda: xgb.XGBRegressor(n_estimators=20, max_depth=4).fit(XD_NAN, YD), XD_NAN),
-    "lightgbm categorical": (lambda: lgb.LGBMClassifier(n_estimators=10, num_leaves=7, min_data_per_group=5, verbose=-1).fit(X_CAT, Y_CAT, categorical_feature=[5]), X_CAT),
+    "lightgbm categorical": (lambda: lgb.LGBMClassifier(n_estimators=10, num_leaves=7, min_data_per_group=5, verbose=-1).fit(
+        X_CAT, Y_CAT, categorical_feature=[5]), X_CAT),
     "lightgbm regressor, NaN": (lambda: lgb.LGBMRegressor(n_estimators=15, num_leaves=7, verbose=-1).fit(XD_NAN, YD), XD_NAN),
 }
 # Down to where half a float32 step of the smallest features (diabetes: ~1e-9 near 0.05, and

@@ -404,7 +404,8 @@ def test_a_split_whose_border_disagrees_with_its_split_index_is_refused(tmp_path
     same = np.array_equal(_catboost_leaves(edited, X), _catboost_leaves(path, X))
     assert same == (what != "split_index")
     with pytest.raises(ModelFileError, match=r"edited\.json: tree 0: ill-formed CatBoost model: a split of float feature \d+ at border .* "
-                                             r"disagrees with its split_index \d+, which is float feature \d+'s border .* \(CatBoost reads the split by its index\)"):
+                                             r"disagrees with its split_index \d+, which is float feature \d+'s border .* "
+                                             r"\(CatBoost reads the split by its index\)"):
         tree2mat.load(edited)
 
 
@@ -444,7 +445,8 @@ def test_verify_refuses_a_json_catboost_cannot_load(tmp_path, capsys):
     with pytest.raises(cb.CatBoostError, match="ENanValueTreatment"):
         cb.CatBoost().load_model(str(path), format="json")
     onx = tree2mat.convert(path)
-    with pytest.raises(ModelFileError, match=r"model\.json: not a readable CatBoost \.json model: .*Key '' not found in enum TFloatFeature::ENanValueTreatment"):
+    with pytest.raises(ModelFileError,
+                       match=r"model\.json: not a readable CatBoost \.json model: .*Key '' not found in enum TFloatFeature::ENanValueTreatment"):
         tree2mat.verify(path, onx)
     tree2mat.save(onx, tmp_path / "model.onnx")
     assert main(["verify", str(path), str(tmp_path / "model.onnx")]) == 2

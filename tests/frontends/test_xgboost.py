@@ -222,7 +222,8 @@ def test_native_files_convert_without_xgboost(tmp_path, monkeypatch, suffix, kin
         (lambda d: d["learner"]["gradient_booster"]["model"]["trees"][0].__setitem__("left_children", [1, 2]), ModelFileError, "differ in length"),
         (lambda d: d["learner"]["objective"].__setitem__("name", "binary:mystery"), UnsupportedModelError, "'binary:mystery' is not supported yet"),
         (lambda d: d["learner"].__setitem__("feature_names", ["a"]), ModelFileError, "feature_names must be 30 strings"),
-        (lambda d: d["learner"]["learner_model_param"].__setitem__("num_class", "3") or d["learner"]["learner_model_param"].__setitem__("num_target", "2"), UnsupportedModelError, "3 classes and 2 targets"),
+        (lambda d: d["learner"]["learner_model_param"].__setitem__("num_class", "3") or d["learner"]["learner_model_param"].__setitem__("num_target", "2"),
+         UnsupportedModelError, "3 classes and 2 targets"),
         (lambda d: d["learner"]["learner_model_param"].__setitem__("base_score", "abc"), ModelFileError, "base_score"),
     ],
 )
@@ -351,8 +352,10 @@ def _edited(tmp_path: Path, three_trees: Path, edit) -> Path:
 @pytest.mark.parametrize(
     "edit, needle",
     [
-        (lambda lr, m: m["trees"][0]["tree_param"].__setitem__("num_nodes", "1000000"), "tree 0: ill-formed XGBoost model: tree_param num_nodes is 1000000, the node arrays hold"),
-        (lambda lr, m: m["trees"][1]["tree_param"].__setitem__("num_nodes", "3"), "tree 1: ill-formed XGBoost model: tree_param num_nodes is 3, the node arrays hold"),
+        (lambda lr, m: m["trees"][0]["tree_param"].__setitem__("num_nodes", "1000000"),
+         "tree 0: ill-formed XGBoost model: tree_param num_nodes is 1000000, the node arrays hold"),
+        (lambda lr, m: m["trees"][1]["tree_param"].__setitem__("num_nodes", "3"),
+         "tree 1: ill-formed XGBoost model: tree_param num_nodes is 3, the node arrays hold"),
         (lambda lr, m: lr["learner_model_param"].__setitem__("num_class", "-5"), "learner_model_param num_class is -5; it must be 0 or more"),
         (lambda lr, m: lr["learner_model_param"].__setitem__("num_target", "0"), "learner_model_param num_target is 0; it must be 1 or more"),
         (lambda lr, m: m["gbtree_model_param"].__setitem__("num_trees", "100"), "gbtree_model_param num_trees is 100, the model holds 3 trees"),
@@ -440,4 +443,5 @@ def test_require_library_refuses_where_xgboost_s_own_predictions_cannot_be_had(t
     assert "no original library model" in capsys.readouterr().out
     assert main(["verify", str(path), str(onx), "--require-library"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"tree2mat: error: {path}: --require-library: XGBoost's own predictions cannot be had: XGBoost is not installed here (pip install 'tree2mat[xgboost]')", err
+    assert err == (f"tree2mat: error: {path}: --require-library: XGBoost's own predictions cannot be had: "
+                   "XGBoost is not installed here (pip install 'tree2mat[xgboost]')"), err

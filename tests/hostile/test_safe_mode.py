@@ -234,10 +234,12 @@ def test_no_object_carries_a_raw_address(tmp_path):
     # an allowed type where its kind of node calls it with the file's data
     (lambda s: s["content"]["content"].__setitem__("junk", {"__class__": "bytearray", "__module__": "builtins", "__loader__": "LossNode"}),
      "builtins.bytearray (as LossNode)"),
-    (lambda s: s["content"]["content"].__setitem__("junk", {"__class__": "RandomForestClassifier", "__module__": "sklearn.ensemble._forest", "__loader__": "ListNode", "content": []}),
+    (lambda s: s["content"]["content"].__setitem__("junk", {"__class__": "RandomForestClassifier", "__module__": "sklearn.ensemble._forest",
+                                                            "__loader__": "ListNode", "content": []}),
      "(as ListNode)"),
     # joblib starts as many workers as the file says when the model predicts
-    (lambda s: s["content"]["content"].__setitem__("n_jobs", {"__class__": "int", "__module__": "builtins", "__loader__": "JsonNode", "content": "123456", "is_json": True}),
+    (lambda s: s["content"]["content"].__setitem__("n_jobs", {"__class__": "int", "__module__": "builtins", "__loader__": "JsonNode",
+                                                              "content": "123456", "is_json": True}),
      "n_jobs '123456'"),
 ])
 def test_types_are_allowed_only_where_they_belong(tmp_path, edit, needle):
@@ -266,12 +268,15 @@ def _hostile_nodes(marker: str) -> list[dict]:
         fn("os", "system"), fn("builtins", "eval"), fn("numpy", "savetxt"), fn("numpy", "load"),
         fn("sklearn.utils._testing", "assert_run_python_script_without_output"), fn("sklearn.utils", "check_random_state"),
         {"__class__": "eval", "__module__": "builtins", "__loader__": "TypeNode"},
-        {"__class__": "Popen", "__module__": "subprocess", "__loader__": "ObjectNode", "content": {"__class__": "dict", "__module__": "builtins", "__loader__": "DictNode", "content": {}}},
+        {"__class__": "Popen", "__module__": "subprocess", "__loader__": "ObjectNode",
+         "content": {"__class__": "dict", "__module__": "builtins", "__loader__": "DictNode", "content": {}}},
         {"__class__": "methodcaller", "__module__": "operator", "__loader__": "OperatorFuncNode", "attrs": empty},
         {"__class__": "Pipeline", "__module__": "sklearn.pipeline", "__loader__": "MethodNode",
          "content": {"func": "predict", "obj": {"__class__": "Pipeline", "__module__": "sklearn.pipeline", "__loader__": "ObjectNode"}}},
         {"__class__": "partial", "__module__": "functools", "__loader__": "PartialNode",
-         "content": {"func": fn("numpy", "savetxt"), "args": empty, "kwds": {"__class__": "dict", "__module__": "builtins", "__loader__": "DictNode", "content": {}}, "namespace": {"__class__": "dict", "__module__": "builtins", "__loader__": "DictNode", "content": {}}}},
+         "content": {"func": fn("numpy", "savetxt"), "args": empty,
+                     "kwds": {"__class__": "dict", "__module__": "builtins", "__loader__": "DictNode", "content": {}},
+                     "namespace": {"__class__": "dict", "__module__": "builtins", "__loader__": "DictNode", "content": {}}}},
         {"__class__": "ZoneInfo", "__module__": "zoneinfo", "__loader__": "ConstructorFromReduceNode", "content": empty},
         {"__class__": "LogisticRegression", "__module__": "sklearn.linear_model._logistic", "__loader__": "ObjectNode"},
     ]

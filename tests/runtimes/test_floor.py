@@ -66,7 +66,8 @@ def _load(model: onnx.ModelProto, outputs, device: str = "cpu"):
 def floor():
     version = _version()
     if version is None:
-        pytest.skip(f"no onnxruntime 1.16 venv at {FLOOR_PYTHON.relative_to(ROOT) if FLOOR_PYTHON.is_relative_to(ROOT) else FLOOR_PYTHON} (make test builds it)")
+        where = FLOOR_PYTHON.relative_to(ROOT) if FLOOR_PYTHON.is_relative_to(ROOT) else FLOOR_PYTHON
+        pytest.skip(f"no onnxruntime 1.16 venv at {where} (make test builds it)")
     assert version == "1.16.3", version
     patch = pytest.MonkeyPatch()
     patch.setitem(RUNTIMES, FLOOR, Runtime(FLOOR, "make test builds it", "onnxruntime 1.16.3 (CPU), in its own venv", lambda: version, _load))

@@ -328,7 +328,8 @@ def test_traverse_walks_small_batches_flat_and_verify_runs_both_walks():
     assert not report.passed
     assert {o.where for o in report.outputs if o.mismatches} == {f"cpu, <={rows} rows"}
     few = {p.key: p.value for p in onx.metadata_props}.get("tree2mat.walk_few")
-    assert {(o.device, o.walk) for o in report.outputs} == {("cpu", f"<={rows} rows"), ("cpu", f">{rows} rows")} | ({("cpu", f"<={few} rows")} if few else set())
+    walks = {("cpu", f"<={rows} rows"), ("cpu", f">{rows} rows")} | ({("cpu", f"<={few} rows")} if few else set())
+    assert {(o.device, o.walk) for o in report.outputs} == walks
     # a graph whose metadata no longer says how to force the walks: checked as it is, and said so
     stale = onnx.ModelProto()
     stale.CopyFrom(onx)

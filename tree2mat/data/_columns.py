@@ -53,7 +53,11 @@ class ColumnRows(Rows):
             else:
                 raise DataError(f"{path}: the graph takes named columns: give a .csv (with a header) or .parquet file, not {suffix or 'this file'}")
         else:
-            frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(np.asarray(data), columns=self.columns if np.ndim(data) == 2 and np.shape(data)[1] == len(self.columns) else None)
+            if isinstance(data, pd.DataFrame):
+                frame = data
+            else:
+                named = np.ndim(data) == 2 and np.shape(data)[1] == len(self.columns)
+                frame = pd.DataFrame(np.asarray(data), columns=self.columns if named else None)
             self.name = "data"
             present = self._present([str(c) for c in frame.columns])
             frame = frame.rename(columns=str)[present]

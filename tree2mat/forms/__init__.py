@@ -8,7 +8,10 @@ from tree2mat.forms import bitvector, hierarchical, oblivious, sign, soft, trave
 from tree2mat.forms._graph import DEFAULT_OPSET, MIN_OPSET, NEWEST_OPSET, GraphOptions
 from tree2mat.forms._spec import FormSpec
 
-FORMS: dict[str, FormSpec] = {spec.name: spec for spec in (sign.FORM, bitvector.FORM, hierarchical.FORM, traverse.FORM, oblivious.FORM, treeensemble.FORM, soft.SOFT, soft.SOFTMAX)}
+FORMS: dict[str, FormSpec] = {
+    spec.name: spec
+    for spec in (sign.FORM, bitvector.FORM, hierarchical.FORM, traverse.FORM, oblivious.FORM, treeensemble.FORM, soft.SOFT, soft.SOFTMAX)
+}
 
 #: Not a form: picks the fastest exact form within the memory budget (tree2mat.forms.auto).
 AUTO = "auto"

@@ -145,7 +145,8 @@ def _argmax(g: GraphBuilder, ens: Ensemble, m: Margin, width: int, hint: str) ->
         big = _const(g, m, float(np.finfo(m.dtype).max), f"{hint}_big")  # NaN ranks first (numpy)
         key = g.op("Where", [g.op("IsNaN", [key], f"{hint}_margin_isnan"), big, clipped], f"{hint}_key")
     elif ens.link is Link.SOFTMAX:  # a row with NaN or +inf: all NaN, the first class wins
-        bad = g.op("Or", [g.op("IsNaN", [key], f"{hint}_margin_isnan"), g.op("IsInf", [key], f"{hint}_margin_isposinf", detect_negative=0)], f"{hint}_margin_bad")
+        bad = g.op("Or", [g.op("IsNaN", [key], f"{hint}_margin_isnan"), g.op("IsInf", [key], f"{hint}_margin_isposinf", detect_negative=0)],
+                   f"{hint}_margin_bad")
         count = g.reduce_sum(g.op("Cast", [bad], f"{hint}_margin_bad_f", to=onnx.TensorProto.FLOAT), [1], keepdims=True, hint=f"{hint}_margin_bad_count")
         row_bad = g.op("Greater", [count, g.const(np.float32(0), f"{hint}_zero_f32_key")], f"{hint}_row_bad")
         first = np.zeros(ens.n_classes[0], m.dtype)

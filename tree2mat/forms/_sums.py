@@ -101,7 +101,8 @@ def _tree_values(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, exit: _exit
     # broadcast over the short last axis, a large part of a run (benchmarks/RESULTS.md,
     # "Measurements cited by the code").
     per_output = [
-        g.unsqueeze(g.op("GatherElements", [g.const(np.ascontiguousarray(slotted[:, :, k]), f"{hint}_{k}"), exit.index], f"{hint}_output{k}", axis=1), [1], f"{hint}_output{k}_row")
+        g.unsqueeze(g.op("GatherElements", [g.const(np.ascontiguousarray(slotted[:, :, k]), f"{hint}_{k}"), exit.index], f"{hint}_output{k}", axis=1),
+                    [1], f"{hint}_output{k}_row")
         for k in range(K)
     ]
     vals = g.op("Concat", per_output, f"{hint}_tree", axis=1)

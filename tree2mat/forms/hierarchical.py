@@ -162,7 +162,8 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Comp
     rows = _walk.batch_rows(g, xa)
     flat_shape = g.op("Concat", [rows, g.const(np.asarray([T * K], np.int64), "block_cells")], "block_flat_shape", axis=0)
     cube = g.const(np.asarray([0, T, K], np.int64), "block_cube")
-    here = g.op("Expand", [g.const(bl.roots[None, :], "block_roots"), g.op("Concat", [rows, g.const(np.asarray([T], np.int64), "block_trees")], "block_grid", axis=0)], "block0")
+    here = g.op("Expand", [g.const(bl.roots[None, :], "block_roots"),
+                           g.op("Concat", [rows, g.const(np.asarray([T], np.int64), "block_trees")], "block_grid", axis=0)], "block0")
     for s in range(stages(ens, bl.k)):
         cols = g.op("Reshape", [g.op("Gather", [column, here], f"block{s}_columns", axis=0), flat_shape], f"block{s}_columns_flat")
         values = g.op("Reshape", [g.op("GatherElements", [xa, cols], f"block{s}_values_flat", axis=1), cube], f"block{s}_values")

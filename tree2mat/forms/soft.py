@@ -177,5 +177,6 @@ SOFT = _spec(
 )
 SOFTMAX = _spec(
     "softmax", build_softmax,
-    "differentiable approximation (Decision Machines eq. 11, Rethink Traversal Alg. 5): softmax over the leaves' template scores at temperature tau; exact only as tau -> 0",
+    "differentiable approximation (Decision Machines eq. 11, Rethink Traversal Alg. 5): softmax over the leaves' template scores at temperature tau; "
+    "exact only as tau -> 0",
 )

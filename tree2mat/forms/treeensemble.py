@@ -289,7 +289,8 @@ FORM = FormSpec(
     name="treeensemble",
     build=build,
     exact=True,
-    summary="one ai.onnx.ml node walks the trees (onnxruntime's fused kernel), with tree2mat's thresholds: double sums in the node, or leaf numbers and every exact form's sums",
+    summary="one ai.onnx.ml node walks the trees (onnxruntime's fused kernel), with tree2mat's thresholds: double sums in the node, "
+            "or leaf numbers and every exact form's sums",
     constant_bytes=constant_bytes,
     bytes_per_row=bytes_per_row,
     constant_limit=constant_limit,

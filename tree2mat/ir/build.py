@@ -27,8 +27,9 @@ def tree_from_nodes(
     """Renumber a tree given as parallel arrays over source node ids.
 
     ``leaf_values[node]`` is a leaf's value vector; ``categories[node] = (values, goes_left)`` marks
-    a categorical split; ``zero_missing[node]`` (optional) a node where 0 counts as missing. Internal nodes come out breadth-first, leaves left to right, as the IR
-    requires. Cycles and shared children are refused.
+    a categorical split; ``zero_missing[node]`` (optional) a node where 0 counts as missing.
+    Internal nodes come out breadth-first, leaves left to right, as the IR requires. Cycles and
+    shared children are refused.
     """
     n_nodes = int(is_leaf.shape[0])
     if not 0 <= root < n_nodes:

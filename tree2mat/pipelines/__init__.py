@@ -96,8 +96,9 @@ def register_skl2onnx(
 
 def convert_pipeline(pipeline: Any, options: ConvertOptions, progress: Progress = quiet) -> onnx.ModelProto:
     """One checked ONNX graph of a fitted ``Pipeline`` over one numeric matrix ``X`` [N,
-    n_features_in_] (with text columns: one input per column, see :func:`text_columns`): skl2onnx's operators for the preprocessing, a tree2mat form for the tree step
-    (see :func:`register_skl2onnx`), in float64 unless ``options.dtype`` says otherwise.
+    n_features_in_] (with text columns: one input per column, see :func:`text_columns`):
+    skl2onnx's operators for the preprocessing, a tree2mat form for the tree step (see
+    :func:`register_skl2onnx`), in float64 unless ``options.dtype`` says otherwise.
     Classifiers output ``label`` and ``probabilities`` (a tensor, no ZipMap), regressors
     ``variable``. The metadata says what each tree step became (a pipeline without a tree step
     tree2mat converts is refused)."""
@@ -113,7 +114,8 @@ def convert_pipeline(pipeline: Any, options: ConvertOptions, progress: Progress 
         "tree2mat.n_features": str(n_features(pipeline)),
         "tree2mat.raw": "0",
         "tree2mat.exact": str(int(all(FORMS[f].exact for f in forms))),
-        **{key: value for step in steps for key, value in step.items() if key in ("tree2mat.auto", "tree2mat.matmul", "tree2mat.temperature", "tree2mat.target")},
+        **{key: value for step in steps for key, value in step.items()
+           if key in ("tree2mat.auto", "tree2mat.matmul", "tree2mat.temperature", "tree2mat.target")},
         # verify checks the routing of the last step (it has scikit-learn's rows for it)
         **({key: steps[-1][key] for key in ROUTING_KEYS if key in steps[-1]} if len(steps) == 1 else {CONTRACT_KEY: str(CONTRACT)}),
         # verify runs the steps' small batches' walks (traverse) on every row too

@@ -232,7 +232,9 @@ def _tree_index(ens: Ensemble, tree: Tree, cmp: np.dtype) -> _TreeIndex:
     )
 
 
-def _row_reaching(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np.ndarray, critical: list[np.ndarray], rng: np.random.Generator) -> np.ndarray:
+def _row_reaching(
+    ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np.ndarray, critical: list[np.ndarray], rng: np.random.Generator,
+) -> np.ndarray:
     """A copy of ``base`` moved onto the path to ``node``: at each node above it, the cell it
     tests gets a value that goes the path's way (one of that side's categories, or a critical
     value, else the bound, between the thresholds passed so far). Oblique nodes on the path bound
@@ -275,7 +277,9 @@ def _row_reaching(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base:
     return row
 
 
-def _path_rows(ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np.ndarray, critical: list[np.ndarray], rng: np.random.Generator, nan: bool) -> list[np.ndarray]:
+def _path_rows(
+    ens: Ensemble, tree: Tree, index: _TreeIndex, node: int, base: np.ndarray, critical: list[np.ndarray], rng: np.random.Generator, nan: bool,
+) -> list[np.ndarray]:
     """Rows that reach ``node`` of ``tree`` and sit on its threshold (and neighbours), or on each
     of its categories; plus NaN there when the model accepts it."""
     row = _row_reaching(ens, tree, index, node, base, critical, rng)

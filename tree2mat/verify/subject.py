@@ -138,7 +138,9 @@ def load_subject(model_or_path: Any, *, accept_pipeline: bool = True, synthesize
     return Subject(name, model, ens, pipeline, library, n_features)
 
 
-def _expected(model: Any, ens: Ensemble, X: np.ndarray, raw: bool, pipeline: Any = None, names: dict[int, np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def _expected(
+    model: Any, ens: Ensemble, X: np.ndarray, raw: bool, pipeline: Any = None, names: dict[int, np.ndarray] | None = None,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The outputs the graph must reproduce on ``X`` (the library's own, or the reference
     evaluator's when there is no library model), and the rows as the trees take them.
     ``pipeline``: the pipeline whose last step is ``model``; its other steps transform ``X``

@@ -203,7 +203,8 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
     ),
     "HistGradientBoostingRegressor": EstimatorSpec(
         "regression", "NaN, +-inf",
-        "squared_error, absolute_error, gamma, poisson, quantile; categorical features (numbers, or strings of a pandas category column)", _hist_gradient_boosting,
+        "squared_error, absolute_error, gamma, poisson, quantile; categorical features (numbers, or strings of a pandas category column)",
+        _hist_gradient_boosting,
     ),
     "IsolationForest": EstimatorSpec(
         "outlier detection", "NaN, +-inf",

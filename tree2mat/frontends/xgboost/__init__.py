@@ -52,7 +52,8 @@ _NAN = "NaN and `missing` (default_left)"
 SUPPORT: dict[str, SupportRow] = {
     "XGBClassifier": SupportRow(
         "classification", _NAN,
-        f"binary:logistic, logitraw, hinge (see below), reg:logistic (read as binary:logistic, as XGBClassifier does); multi:softprob, multi:softmax; multi-label ({_MULTI}); DART; best_iteration",
+        "binary:logistic, logitraw, hinge (see below), reg:logistic (read as binary:logistic, as XGBClassifier does); multi:softprob, multi:softmax; "
+        f"multi-label ({_MULTI}); DART; best_iteration",
     ),
     "XGBRegressor": SupportRow("regression", _NAN, f"{_OBJ_REG}; multi-target ({_MULTI}); DART; best_iteration"),
     "XGBRanker": SupportRow("ranking", _NAN, "rank:pairwise, rank:ndcg, rank:map"),
