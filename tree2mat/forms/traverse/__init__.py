@@ -58,7 +58,9 @@ def exit_leaf(g: GraphBuilder, ens: Ensemble, st: _stack.Stacked, x: _nodes.Comp
         raise UnsupportedModelError(f"the node table has {T * P} nodes, past int32's range; train with fewer trees or leaves")
     first = g.const(tab.first, "node_first")
     start = g.const((np.arange(T, dtype=np.int32) * P)[:, None], "tree_start")
-    tables = Tables(g.const(tab.column, "node_column"), g.const(tab.threshold, "node_threshold"), first, start, g.op("Add", [first, start], "node_first_global"))
+    tables = Tables(
+        g.const(tab.column, "node_column"), g.const(tab.threshold, "node_threshold"), first, start, g.op("Add", [first, start], "node_first_global"),
+    )
     most = flat_rows(st.n_trees, tab.width)
     limit = g.const(np.asarray([most], np.int64), "flat_rows")
     rows = _walk.batch_rows(g, xa)
