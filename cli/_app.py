@@ -48,7 +48,7 @@ def _root(
     debug: bool = typer.Option(False, "--debug", help="Show the full traceback on errors."),
     safe: bool = typer.Option(False, "--safe", help=(
         "Refuse pickle files (.pkl/.pickle/.joblib: loading one can run any code); read only .skops, "
-        f"{_native_files_help()} and tree2mat IR. Also TREE2MAT_SAFE=1. Anywhere on the line."
+        f"{_native_files_help()}, tree2mat IR and a tree's matrices (.npz). Also TREE2MAT_SAFE=1. Anywhere on the line."
     )),
 ) -> None:
     """tree2mat: exact decision-machine ONNX graphs for tree models."""

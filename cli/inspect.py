@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 
 
 # inspect's argument and options as Typer's Annotated aliases (their defaults stay in the command's signature).
-ModelArgument = Annotated[Path, typer.Argument(metavar="MODEL", help="Fitted model file.")]
+ModelArgument = Annotated[Path, typer.Argument(metavar="MODEL", help="Fitted model file (or a tree's matrices, .npz as --format npz writes them).")]
 TreeOption = Annotated[int | None, typer.Option("--tree", help="Show the matrices of this tree (0-based).")]
-FormatOption = Annotated[str, typer.Option("--format", help="text, json or npz (npz needs -o).")]
+FormatOption = Annotated[str, typer.Option("--format", help="text, json or npz (npz needs -o; it reads back as MODEL).")]
 OutputOption = Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout ('-': stdout).")]
 MaxMemoryOption = Annotated[str, typer.Option("--max-memory", help="Memory budget for the form auto would pick (as for convert).")]
 BatchHintOption = Annotated[int | None, typer.Option("--batch-hint", help="Rows per run for the form auto would pick (as for convert; default 10000).")]
@@ -127,9 +127,11 @@ def _show_tree(ens: Ensemble, tree: int, fmt: str, output: Path | None, png: Pat
                    f"beside {'W' if 'W' in mats else 'S'}, t, B, the bitvector and v")
         return None
     if fmt == "npz":
+        from tree2mat.ir.from_matrices import tree_arrays
+
         if output is None:
             raise OptionError("--format npz needs -o FILE")
-        _write_npz(output, mats)
+        _write_npz(output, {**mats, **tree_arrays(ens, tree)})  # (and what reading it back needs besides)
         return None
     if fmt == "json":
         return _emit(json.dumps({"tree": tree, **{k: v.tolist() for k, v in mats.items()}}, indent=1), output)

@@ -9,20 +9,13 @@ import numpy as np
 from tree2mat.errors import OptionError, Tree2MatError
 from tree2mat.forms import FORMS, auto
 from tree2mat.ir.core import Ensemble
-from tree2mat.ir.matrices import oblivious_levels, paper_matrices
+from tree2mat.ir.matrices import level_arrays, oblivious_levels, paper_matrices
 
 
 def matrices_of(ens: Ensemble, tree: int) -> dict[str, np.ndarray]:
     if not 0 <= tree < ens.n_trees:
         raise OptionError(f"--tree {tree} is out of range: the model has {ens.n_trees} trees (0 to {ens.n_trees - 1})")
-    mats = paper_matrices(ens.trees[tree], ens.n_features, ens.projections)
-    t = ens.trees[tree]
-    levels = oblivious_levels(t)
-    if levels is not None and levels.size:  # an oblivious tree: its levels' tests, and the powers
-        mats["level_feature"] = t.feature[levels].copy()  # of two its leaf index sums (the oblivious form)
-        mats["level_threshold"] = t.threshold[levels].copy()
-        mats["level_power"] = 2 ** np.arange(levels.size - 1, -1, -1, dtype=np.int64)
-    return mats
+    return {**paper_matrices(ens.trees[tree], ens.n_features, ens.projections), **level_arrays(ens.trees[tree])}
 
 
 def features_used(ens: Ensemble) -> list[int]:

@@ -132,7 +132,7 @@ def test_verify_exit_1_on_graph_of_other_width(models, capsys, tmp_path):
         (b'{"tree2mat_ir": 1, "n_features": 2}', ".json", "missing field 'trees'"),
         (b"x", ".dat",
          "unknown model file type '.dat', and its contents are none of the formats tree2mat reads; "
-         "supported: .pkl, .pickle, .joblib, .skops, .json, .cbm, .txt, .ubj"),
+         "supported: .pkl, .pickle, .joblib, .skops, .json, .npz, .cbm, .txt, .ubj"),
         (b"x", ".txt", "not a LightGBM model text"),
         (b"x", ".onnx", "this is an ONNX file"),
         (b"PK\x03\x04junk", ".skops", "skops"),

@@ -1,4 +1,5 @@
-"""Property tests on random IR trees: the graph's leaf ids equal the reference evaluator's.
+"""Property tests on random IR trees: the graph's leaf ids equal the reference evaluator's, and
+each tree's matrices read back to the tree.
 
 Trees range from a single leaf to depth 20, with repeated thresholds, +-inf thresholds, float64
 thresholds between float32 numbers, random default_left and categorical nodes (every category-code
@@ -9,6 +10,7 @@ on, just under and just over every threshold, between category codes, and hold N
 from __future__ import annotations
 
 import dataclasses
+import io
 
 import numpy as np
 import pytest
@@ -16,9 +18,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import tree2mat
+from tree2mat.inspect import matrices_of
 from tree2mat.ir import Aggregation, Comparison, Ensemble, Link, Task, apply
 from tree2mat.ir.build import tree_from_nodes
 from tree2mat.ir.core import CategoryCodes
+from tree2mat.ir.from_matrices import ensemble_from_matrices, tree_arrays
 from tree2mat.ir.thresholds import float32_neighbours, graph_thresholds
 
 from conftest import EXACT_VARIANTS, assert_standard_graph, run_onnx
@@ -120,6 +124,31 @@ def test_graph_leaves_equal_reference_leaves(ens, seed, dtype, variant):
 @given(ens=random_ensemble(), form=st.sampled_from(EXACT_FORMS))
 def test_graph_is_standard_for_random_trees(ens, form):
     assert_standard_graph(tree2mat.convert(ens, leaves=True, form=form))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(ens=random_ensemble(), seed=st.integers(0, 2**32 - 1))
+def test_random_trees_read_back_from_their_matrices(ens, seed):
+    """Each tree's npz (inspect --tree K --format npz's arrays, through a file's bytes) reads back
+    to that tree, array by array, and to the same matrices; in the ensemble, to the same leaves."""
+    rebuilt = []
+    for k, tree in enumerate(ens.trees):
+        buf = io.BytesIO()
+        np.savez(buf, **matrices_of(ens, k), **tree_arrays(ens, k))
+        arrays = dict(np.load(io.BytesIO(buf.getvalue())))
+        back = ensemble_from_matrices(arrays)
+        for field in ("feature", "threshold", "default_left", "left", "right", "value", "cat_nodes", "cat_values", "cat_left", "zero_missing"):
+            np.testing.assert_array_equal(getattr(back.trees[0], field), getattr(tree, field), err_msg=field)
+        assert (back.trees[0].cat_other_left is None) == (tree.cat_other_left is None)
+        if tree.cat_other_left is not None:
+            np.testing.assert_array_equal(back.trees[0].cat_other_left, tree.cat_other_left)
+        again = {**matrices_of(back, 0), **tree_arrays(back, 0)}
+        assert again.keys() == arrays.keys()
+        for key, value in arrays.items():
+            np.testing.assert_array_equal(again[key], value, err_msg=key)
+        rebuilt.append(back.trees[0])
+    X = _rows(ens, np.random.default_rng(seed), ens.source_dtype)
+    np.testing.assert_array_equal(apply(dataclasses.replace(ens, trees=tuple(rebuilt)), X), apply(ens, X))
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,5 +1,5 @@
 """Fuzzing the model readers: real model files (XGBoost JSON and UBJSON, LightGBM text, tree2mat
-IR JSON) with random damage - fields replaced by hostile values (wrong types, NaN, inf, huge,
+IR JSON, a tree's matrices .npz) with random damage - fields replaced by hostile values (wrong types, NaN, inf, huge,
 negative and out-of-range indices, a node pointing at itself or at a shared child), fields and
 lines deleted, lists cut short or repeated, bytes flipped, files truncated.
 
@@ -15,6 +15,7 @@ graph that disagrees.
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 import resource
@@ -29,7 +30,9 @@ from hypothesis import strategies as st
 
 import tree2mat
 from tree2mat.errors import Tree2MatError
+from tree2mat.inspect import matrices_of
 from tree2mat.ir import apply
+from tree2mat.ir.from_matrices import tree_arrays
 from tree2mat.ir.io import dumps
 
 from conftest import run_onnx
@@ -72,12 +75,21 @@ def _seeds(tmp: Path) -> dict[str, bytes]:
 
     hgb = HistGradientBoostingRegressor(max_iter=3, max_leaf_nodes=5).fit(X, Y3)
     out["ir_json"] = dumps(tree2mat.load(hgb)).encode()
+    ens = tree2mat.load(lgbm)
+    k = next((k for k, t in enumerate(ens.trees) if t.has_categorical), 0)
+    out["npz"] = _npz({**matrices_of(ens, k), **tree_arrays(ens, k)})
     cb = pytest.importorskip("catboost")
     for key, grow in (("cb_json", "SymmetricTree"), ("cb_trees", "Lossguide")):
         cb.CatBoostClassifier(iterations=3, depth=3, grow_policy=grow, nan_mode="Max", verbose=0, thread_count=1,
                               allow_writing_files=False).fit(X, Y3).save_model(str(tmp / f"{key}.json"), format="json")
         out[key] = (tmp / f"{key}.json").read_bytes()
     return out
+
+
+def _npz(arrays: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
 
 
 class Seeds(dict):
@@ -157,6 +169,31 @@ def damaged_bytes(draw, data: bytes):
         if not data:
             break
     return bytes(data)
+
+
+@st.composite
+def damaged_arrays(draw, data: bytes):
+    """A tree's matrices with arrays deleted, cells set to hostile numbers, cut short, transposed or replaced."""
+    arrays = dict(np.load(io.BytesIO(data)))
+    for _ in range(draw(st.integers(1, 3))):
+        key = draw(st.sampled_from(sorted(arrays)))
+        a = arrays[key]
+        action = draw(st.sampled_from(["delete", "cell", "cut", "transpose", "replace"]))
+        if action == "delete":
+            del arrays[key]
+        elif action == "cell" and a.size and a.dtype.kind in "biuf":
+            value = draw(st.sampled_from([-2, -1, 0, 1, 2, 0.5, np.nan, np.inf, -np.inf, 2**31]))
+            fits = isinstance(value, int) and a.dtype.kind in "iu" and np.iinfo(a.dtype).min <= value <= np.iinfo(a.dtype).max
+            a = a.copy() if fits else a.astype(np.float64)  # (integers stay integers where the value is one they hold)
+            a[tuple(draw(st.integers(0, n - 1)) for n in a.shape)] = value
+            arrays[key] = a
+        elif action == "cut" and a.ndim:
+            arrays[key] = a[: draw(st.integers(0, max(a.shape[0] - 1, 0)))]
+        elif action == "transpose" and a.ndim == 2:
+            arrays[key] = a.T
+        else:
+            arrays[key] = draw(st.sampled_from([np.asarray(1.5), np.asarray("x"), np.zeros((0, 3)), np.ones((2, 2, 2)), np.asarray([True])]))
+    return _npz(arrays)
 
 
 TOKENS = ["", "nan", "-nan", "inf", "-inf", "1e999", "-1", "0", "2147483648", "99999999999999999999", "a", "1 2 3", "0.5", "-0"]
@@ -254,6 +291,9 @@ def test_seeds_read_and_convert(seeds, tmp_path):
         path = _write(tmp_path, name, seeds[kind])
         check(path, record=lambda _: None)
         assert tree2mat.load(path).n_trees > 1
+    path = _write(tmp_path, "tree.npz", seeds["npz"])
+    check(path, record=lambda _: None)
+    assert tree2mat.load(path).trees[0].has_categorical
 
 
 def _document(raw: bytes) -> object:
@@ -277,6 +317,8 @@ CASES = {
     "ir_json": ("ir_json", lambda raw: damaged_document(_document(raw)), "damaged.json"),
     "catboost_json": ("cb_json", lambda raw: damaged_document(_document(raw)), "damaged.json"),
     "catboost_json_trees": ("cb_trees", lambda raw: damaged_document(_document(raw)), "damaged.json"),
+    "matrices_npz_arrays": ("npz", damaged_arrays, "damaged.npz"),
+    "matrices_npz_bytes": ("npz", damaged_bytes, "damaged.npz"),
 }
 
 

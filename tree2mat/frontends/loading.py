@@ -5,13 +5,15 @@ off by choice, loading one warns first). A ``.skops`` file is built only from th
 Safe mode (:func:`safe_loading`, the CLI's ``--safe``, or ``TREE2MAT_SAFE=1`` in the
 environment) refuses pickles outright and reads only formats that cannot run code: XGBoost
 ``.json``/``.ubj``, LightGBM model text, CatBoost JSON, tree2mat IR ``.json`` (all parsed by
-tree2mat itself) and ``.skops``."""
+tree2mat itself), ``.skops`` and a tree's matrices ``.npz`` (arrays only, never objects)."""
 
 from __future__ import annotations
 
 import json
 import os
 import warnings
+import zipfile
+import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -19,16 +21,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tree2mat.errors import ModelFileError, OptionError, PickleWarning, is_missing, missing, require
 from tree2mat.frontends import _skops
 from tree2mat.frontends._spec import HEAD_BYTES, FileFormat
 from tree2mat.frontends._ubjson import decode
+from tree2mat.ir.core import Ensemble
+from tree2mat.ir.from_matrices import ensemble_from_matrices
 from tree2mat.ir.io import ensemble_from_dict, is_ir_document
 from tree2mat.ir.limits import Declared, declare
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
-#: The suffixes read here whatever the frontends: pickles, .skops and tree2mat's IR (.json).
-SUFFIXES = PICKLE_SUFFIXES + (".skops", ".json")
+#: The suffixes read here whatever the frontends: pickles, .skops, tree2mat's IR (.json) and a
+#: tree's matrices (.npz, as ``inspect --tree K --format npz`` writes them).
+SUFFIXES = PICKLE_SUFFIXES + (".skops", ".json", ".npz")
 
 #: The environment variable that turns safe mode on for every call in the process (1 or 0).
 SAFE_ENV = "TREE2MAT_SAFE"
@@ -85,9 +92,9 @@ def _check_file(path: Path) -> None:
 
 
 def load_file(path: str | Path, formats: Sequence[FileFormat]) -> Any:
-    """The model object (or an ``Ensemble``, for tree2mat IR JSON) stored in ``path``: a pickle,
-    a ``.skops`` file, tree2mat IR, or one of the frontends' native ``formats``, by its name or,
-    under another name, by its first bytes."""
+    """The model object (or an ``Ensemble``, for tree2mat IR JSON and a tree's matrices) stored
+    in ``path``: a pickle, a ``.skops`` file, tree2mat IR, a ``.npz`` of a tree's matrices, or one
+    of the frontends' native ``formats``, by its name or, under another name, by its first bytes."""
     path = Path(path)
     safe_mode()  # (a bad TREE2MAT_SAFE is an error whatever the file)
     _check_file(path)
@@ -96,6 +103,8 @@ def load_file(path: str | Path, formats: Sequence[FileFormat]) -> Any:
         return _load_pickle(path)
     if suffix == ".skops":
         return _load_skops(path)
+    if suffix == ".npz":
+        return _load_matrices(path)
     if suffix == ".onnx":
         raise ModelFileError(f"{path}: this is an ONNX file; pass the original model file")
     documents = [f for f in formats if f.document is not None]
@@ -197,6 +206,33 @@ def _load_skops(path: Path) -> Any:
         return sio.loads(data, trusted=trusted)
     except Exception as exc:
         raise ModelFileError(f"{path}: cannot load .skops file: {type(exc).__name__}: {exc}") from exc
+
+
+def _load_matrices(path: Path) -> Ensemble:
+    """A tree's matrices, ``.npz`` (:mod:`tree2mat.ir.from_matrices`): arrays only, never pickled
+    objects, their sizes as each array's header declares them checked (:func:`declare`) before
+    any is read."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            stored = sum(_array_bytes(z, member) for member in z.namelist())
+        declare(Declared(stored_bytes=stored), str(path))
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in npz.files}
+    except (OSError, EOFError, ValueError, NotImplementedError, zipfile.BadZipFile, zlib.error) as exc:
+        raise ModelFileError(f"{path}: not a readable .npz of a tree's matrices (tree2mat inspect --format npz): {exc}") from exc
+    return ensemble_from_matrices(arrays, str(path))
+
+
+def _array_bytes(z: zipfile.ZipFile, member: str) -> int:
+    """The bytes the array ``member`` of an ``.npz`` declares in its header (an object array: refused)."""
+    fmt = np.lib.format
+    with z.open(member) as fh:
+        version = fmt.read_magic(fh)
+        header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, _, dtype = header(fh)
+    if dtype.hasobject:
+        raise ValueError(f"{member} holds Python objects")
+    return int(np.prod(shape, dtype=object)) * dtype.itemsize
 
 
 def read_document(path: Path) -> Any:

@@ -107,3 +107,17 @@ def oblivious_levels(tree: Tree) -> np.ndarray | None:
             if not (a[level] == a[level[0]]).all():
                 return None
     return 2 ** np.arange(D, dtype=np.int64) - 1
+
+
+def level_arrays(tree: Tree) -> dict[str, np.ndarray]:
+    """An oblivious tree's levels (none for another tree, or a single leaf): the feature and
+    threshold each level tests, and the power of two its leaf index adds for a right turn there
+    (what the oblivious form sums)."""
+    levels = oblivious_levels(tree)
+    if levels is None or not levels.size:
+        return {}
+    return {
+        "level_feature": tree.feature[levels].copy(),
+        "level_threshold": tree.threshold[levels].copy(),
+        "level_power": 2 ** np.arange(levels.size - 1, -1, -1, dtype=np.int64),
+    }
