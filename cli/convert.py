@@ -33,6 +33,10 @@ OpsetOption = Annotated[int | None, typer.Option("--opset", help=(
 ))]
 RawOption = Annotated[bool, typer.Option("--raw", help="Output the margin before the link (label kept for classifiers).")]
 LeavesOption = Annotated[bool, typer.Option("--leaves", help="Add a 'leaves' output [N, trees] with each row's leaf ids (exact forms).")]
+TreeWeightsOption = Annotated[bool, typer.Option("--tree-weights", help=(
+    "Attention forests (tree2mat attend's files): add a 'tree_weights' output [N, trees], each row's weight of each tree "
+    "(the softmax mixed with w by epsilon; each row sums to 1), which verify checks too; any other model refuses it."
+))]
 MaxMemoryOption = Annotated[str | None, typer.Option("--max-memory", help=(
     "Memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G (the default), 512M: auto "
     "picks the fastest form within it; an explicit form over it is refused, naming one that fits."
@@ -68,6 +72,7 @@ def convert(
     opset: OpsetOption = None,
     raw: RawOption = False,
     leaves: LeavesOption = False,
+    tree_weights: TreeWeightsOption = False,
     max_memory: MaxMemoryOption = None,
     batch_hint: BatchHintOption = None,
     temperature: TemperatureOption = None,
@@ -87,7 +92,7 @@ def convert(
         onx = tree2mat.convert(
             model, form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul,
             max_memory=None if max_memory is None else parse_memory(max_memory), batch_hint=batch_hint, target=target,
-            progress=lambda text: shown.stage(text, 4),
+            tree_weights=tree_weights, progress=lambda text: shown.stage(text, 4),
         )
         shown.stage(f"writing {output}", 4)
         size = tree2mat.save(onx, output)

@@ -38,7 +38,8 @@ class ConvertOptions:
     ``dtype`` / ``opset``: None for the default of what is converted (a tree model: float32 and
     ``DEFAULT_OPSET``, the newest opset the oldest tested onnxruntime runs; a pipeline: float64 and
     that opset, or the newest skl2onnx converts if older). ``target``: the runtime the graph is for (``auto.TARGETS``; None: any, the
-    portable forms)."""
+    portable forms). ``tree_weights``: an attention forest's graph also outputs each row's tree
+    weights (:mod:`tree2mat.attention.graph`; any other model refuses it)."""
 
     form: FormSpec | None = None
     dtype: str | None = None
@@ -50,12 +51,13 @@ class ConvertOptions:
     max_memory: int = auto.DEFAULT_MAX_MEMORY
     batch_hint: int = auto.DEFAULT_BATCH_HINT
     target: str | None = None
+    tree_weights: bool = False
 
     @classmethod
     def parse(
         cls, form: str = AUTO, *, dtype: str | None = None, opset: int | None = None, raw: bool = False,
         leaves: bool = False, temperature: float | None = None, matmul: str = "float32", max_memory: int | None = None,
-        batch_hint: int | None = None, target: str | None = None,
+        batch_hint: int | None = None, target: str | None = None, tree_weights: bool = False,
     ) -> ConvertOptions:
         """The options of ``tree2mat.convert`` (or the CLI), each checked: an OptionError names
         the first that is wrong."""
@@ -101,7 +103,7 @@ class ConvertOptions:
             )
         if target == "cuda" and matmul == "int8":
             raise OptionError("--matmul int8 is refused on --target cuda: onnxruntime's CUDA provider fails its products at some batch sizes")
-        return cls(spec, dtype, opset, raw, leaves, temperature, matmul, budget, hint, target)
+        return cls(spec, dtype, opset, raw, leaves, temperature, matmul, budget, hint, target, tree_weights)
 
 
 def build_graph(

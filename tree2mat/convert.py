@@ -13,6 +13,7 @@ import onnx
 from tree2mat import attention, frontends, pipelines
 from tree2mat.attention import graph as attention_graph
 from tree2mat.build import ConvertOptions, Progress, build_graph, quiet
+from tree2mat.errors import OptionError
 from tree2mat.forms import DEFAULT_FORM, auto
 from tree2mat.forms._graph import all_nodes
 from tree2mat.ir import limits
@@ -50,6 +51,7 @@ def convert(
     max_memory: int | None = None,
     batch_hint: int | None = None,
     target: str | None = None,
+    tree_weights: bool = False,
     progress: Progress | None = None,
 ) -> onnx.ModelProto:
     """Convert a fitted tree model (object, file path or ``Ensemble``) to an ONNX model.
@@ -75,7 +77,9 @@ def convert(
     model, building the graph, checking it). Every option is checked before the model is read.
 
     An attention forest (:mod:`tree2mat.attention`, or its file) becomes the forest's graph with
-    the attention after it (:mod:`tree2mat.attention.graph`).
+    the attention after it (:mod:`tree2mat.attention.graph`). ``tree_weights``: its graph also
+    outputs ``tree_weights`` [N, T], each row's weight of each tree (the model's
+    ``attention(X)``); any other model refuses it.
 
     A scikit-learn ``Pipeline`` becomes one graph through skl2onnx (the ``pipelines`` extra):
     its tree step a tree2mat form, the other steps skl2onnx's (see :mod:`tree2mat.pipelines`).
@@ -89,7 +93,7 @@ def convert(
     """
     options = ConvertOptions.parse(
         form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul, max_memory=max_memory, batch_hint=batch_hint,
-        target=target,
+        target=target, tree_weights=tree_weights,
     )
     return _convert(model_or_path, options, progress or quiet)
 
@@ -103,6 +107,12 @@ def _convert(model_or_path: Any, options: ConvertOptions, step: Progress) -> onn
     forest = attention.as_forest(obj)
     if forest is not None:
         return attention_graph.build(forest, options, step)
+    if options.tree_weights:
+        what = model_or_path if isinstance(model_or_path, (str, Path)) else f"a {type(obj).__name__}"
+        raise OptionError(
+            f"--tree-weights: {what} is not an attention forest; the per-row tree weights are an attention forest's "
+            "(tree2mat attend fits one on a random forest's trees)"
+        )
     if frontends.is_pipeline(obj):
         step(f"converting {pipelines.describe(obj)} through skl2onnx")
         return pipelines.convert_pipeline(obj, options, step)

@@ -65,6 +65,22 @@ def test_report_json_and_missing_output():
     assert any(o.problem == "output missing from the graph" for o in bad.outputs)
 
 
+def test_text_labels_that_differ_are_reported_as_text():
+    """A classifier of text labels whose graph gives other labels: the mismatches name them (the
+    graph's labels come back from onnxruntime as Python strings, which have no ``tolist``)."""
+    X, y = load_iris(return_X_y=True)
+    names = np.array(["setosa", "versicolor", "virginica"])[y]
+    small = RandomForestClassifier(n_estimators=3, max_depth=2, random_state=0).fit(X, names)
+    other = RandomForestClassifier(n_estimators=5, max_depth=3, random_state=1).fit(X, names)
+    report = tree2mat.verify(other, tree2mat.convert(small), X)
+    labels = next(o for o in report.outputs if o.name == "label")
+    differ = np.flatnonzero(other.predict(X.astype(np.float32)) != small.predict(X.astype(np.float32)))
+    assert not report.passed and labels.mismatches == differ.size > 0
+    first = labels.first_mismatches[0]
+    assert first.row == differ[0] and (first.expected, first.got) == (other.predict(X[differ[:1]])[0], small.predict(X[differ[:1]])[0])
+    assert json.loads(report.to_json())["outputs"][0]["first_mismatches"][0]["got"] == first.got
+
+
 def test_values_off_by_one_leaf_are_caught_through_routing():
     """A graph whose leaf values are right but one tree's routing is off is caught even when the
     value error is below the tolerance."""

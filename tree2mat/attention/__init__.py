@@ -7,6 +7,7 @@ own prediction (eq. 6). The prediction is ``sum_k alpha_k(x) B_k(x)`` with (eq. 
 
     alpha_k(x) = (1 - epsilon) softmax_k(-||x - A_k(x)||^2 / (2 tau)) + epsilon w_k,
 
+(each row's alpha, [N, T]: :meth:`AttentionForest.attention`; a graph's ``tree_weights`` output)
 ``w`` on the unit simplex, fitted to the training rows by the quadratic program (15) (L2 loss)
 or the linear program (20)-(22) (L1 loss). The paper prints the softmax's argument without the
 minus sign; its text (nearer leaves weigh more) needs it, and so it is here. ABRF-2 (eq. 23)

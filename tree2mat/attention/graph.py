@@ -12,10 +12,13 @@ operators, trees first as the form's exit index [T, N] comes:
 
 as :mod:`tree2mat.attention` defines the model. The tables are laid out as the form's exit index
 is (its trees' order, its positions), as the form's own leaf values are: nothing is reordered.
+Asked for (``ConvertOptions.tree_weights``), alpha itself is the output ``tree_weights`` [N, T],
+its trees put in the forest's order (:meth:`AttentionForest.attention
+<tree2mat.attention.AttentionForest.attention>`).
 Within the graph contract: the input's dtype throughout (float32 by default), no +-inf or NaN
 constant (missing coordinates of the leaf means are a 0/1 table, the input's found once by
 ``IsNaN``), ``Gather`` on axis 0 only. The routing is exact (``verify`` checks the leaf ids); the
-weights round in float32 (see :func:`default_atol`).
+weights round in float32 (see :func:`default_atol` and :func:`weights_bound`).
 """
 
 from __future__ import annotations
@@ -29,12 +32,14 @@ import numpy as np
 import onnx
 
 from tree2mat.attention import FAR, AttentionForest
+from tree2mat.attention.model import _distances as _distances_model
 from tree2mat.build import DTYPES, ConvertOptions, Progress, build_graph, quiet, stamp
 from tree2mat.errors import OptionError, UnsupportedModelError
 from tree2mat.forms import auto
 from tree2mat.forms._exit import Exit
 from tree2mat.forms._graph import ONNX_TYPE, GraphBuilder, tensor_info
 from tree2mat.forms._heads import label_dtype
+from tree2mat.ir import evaluate
 
 
 def constant_bytes(forest: AttentionForest, dtype: np.dtype = np.dtype(np.float32)) -> int:
@@ -46,12 +51,14 @@ def constant_bytes(forest: AttentionForest, dtype: np.dtype = np.dtype(np.float3
     return (_mean_tables(forest) * forest.ensemble.n_features + K + 1) * T * 2 * L * dtype.itemsize + 8 * T
 
 
-def bytes_per_row(forest: AttentionForest, dtype: np.dtype = np.dtype(np.float32)) -> int:
+def bytes_per_row(forest: AttentionForest, dtype: np.dtype = np.dtype(np.float32), tree_weights: bool = False) -> int:
     """Runtime memory per row of the attention's largest intermediates: the gathered means, the
     differences and their squares [T, F] (the presence table's too, where there is one), the
-    gathered and weighted values [T, K], and a dozen [T] vectors."""
+    gathered and weighted values [T, K], and a dozen [T] vectors (``tree_weights``: two more,
+    the weights in the forest's order and the output)."""
     T, F, K = forest.n_trees, forest.ensemble.n_features, forest.ensemble.n_outputs
-    return (_mean_tables(forest) + 2) * T * F * dtype.itemsize * (forest.epsilon < 1.0) + 2 * T * K * dtype.itemsize + 12 * T * 8
+    return ((_mean_tables(forest) + 2) * T * F * dtype.itemsize * (forest.epsilon < 1.0) + 2 * T * K * dtype.itemsize + 12 * T * 8
+            + 2 * T * dtype.itemsize * tree_weights)
 
 
 def _mean_tables(forest: AttentionForest) -> int:
@@ -62,14 +69,14 @@ def _mean_tables(forest: AttentionForest) -> int:
 
 def build(forest: AttentionForest, options: ConvertOptions, progress: Progress = quiet) -> onnx.ModelProto:
     """The checked ONNX graph of ``forest`` under ``options`` (the forest's form, dtype, opset,
-    ``leaves``, ``max_memory``; its attention is budgeted first, the forest's form within what is
-    left)."""
+    ``leaves``, ``tree_weights``, ``max_memory``; its attention is budgeted first, the forest's
+    form within what is left)."""
     if options.raw:
         raise OptionError("--raw does not apply to an attention forest: its output is the weighted sum of its trees, no link")
     if options.form is not None and not options.form.exact:
         raise OptionError(f"an attention forest needs each tree's leaf: choose an exact form, not {options.form.name}")
     dtype = DTYPES[options.dtype or "float32"]
-    own = constant_bytes(forest, dtype) + bytes_per_row(forest, dtype) * auto.BUDGET_ROWS
+    own = constant_bytes(forest, dtype) + bytes_per_row(forest, dtype, options.tree_weights) * auto.BUDGET_ROWS
     if own >= options.max_memory:
         least = min(auto.estimate(spec, forest.ensemble).memory_bytes for spec in auto.candidates(options.target))
         raise UnsupportedModelError(
@@ -82,7 +89,7 @@ def build(forest: AttentionForest, options: ConvertOptions, progress: Progress =
         raise UnsupportedModelError(f"tau {forest.tau:g}: 1 / (2 tau) is not a positive finite {dtype.name}")
     try:
         model = build_graph(forest.ensemble, replace(options, max_memory=options.max_memory - own), progress,
-                            head=lambda g, exit: _head(g, exit, forest, dtype))
+                            head=lambda g, exit: _head(g, exit, forest, dtype, options.tree_weights))
     except UnsupportedModelError as exc:  # (its --max-memory is what the attention left)
         raise UnsupportedModelError(f"{exc} (--max-memory less the attention's {auto.gib(own)})") from exc
     for entry in model.metadata_props:
@@ -105,6 +112,45 @@ def default_atol(forest: AttentionForest, arithmetic: str = "float32") -> float:
     eps = float(np.finfo(np.float32 if arithmetic == "float32" else np.float64).eps)
     scale = 1.0 + max(float(np.abs(t.value).max()) for t in forest.ensemble.trees)
     return 2.0 * (forest.ensemble.n_features + 1) * eps * scale
+
+
+def weights_bound(forest: AttentionForest, X: np.ndarray, arithmetic: str = "float32", leaves: np.ndarray | None = None) -> np.ndarray:
+    """How far a graph's ``tree_weights`` in ``arithmetic`` may lie from the model's
+    (:meth:`AttentionForest.attention`) on each row of ``X``, [N] (``leaves``: the rows' leaf
+    ids [N, T], if known): a first-order bound on the graph's rounding (``verify``'s default
+    tolerance for them; docs/attention.md).
+
+    With ``u = eps / 2``, the graph rounds each coordinate's difference ``(x - c) - (A - c)``
+    (``c``: :func:`_center`) by ``u (|x - c| + |A - c| + |x - A|)``, then its product with z, its
+    square and the sum of F of them: tree k's softmax argument ``s_k`` by ``eps sigma_k``, with
+    ``sigma_k = scale_k sum_j z_j^2 (|x_j - A_j| (|x_j - c_j| + |A_j - c_j|) + (F + 5) / 2 (x_j -
+    A_j)^2)``. A softmax weight moves by ``softmax_k (ds_k - sum_i softmax_i ds_i)``, so none by
+    more than ``2 eps sum_i softmax_i sigma_i``; ``Exp``, the sum over T trees, the division and
+    the mixing with ``epsilon w`` add at most ``(T + 4) u``. The bound is ``(1 - epsilon) 2 eps
+    sum_i softmax_i sigma_i + (T + 4) u``. Its cross term ``|x - A| (|x - c| + |A - c|)`` is why
+    it is not, as :func:`default_atol`'s, in proportion to the distances alone: where large
+    feature weights z (ABRF-2/3) meet a row near its leaf mean but away from ``c``, the distance
+    rounds to many times ``F eps`` of itself. A row whose bound reaches 1 has weights float32
+    cannot tell. tests/attention/test_tree_weights.py holds the largest error below half of it
+    (ABRF-1, -2 and -3, sharp and flat softmaxes, random, threshold, NaN, +-inf and extreme rows)."""
+    X = np.asarray(X, np.float64)
+    leaves = evaluate.apply(forest.ensemble, X) if leaves is None else leaves
+    soft = forest.softmax_weights(X, leaves)
+    part = _distances_model(X, leaves, forest.leaf_means, forest.leaf_counts, forest.feature_weights)[1]
+    T, F = forest.n_trees, forest.ensemble.n_features
+    center = _center(forest)
+    z2 = np.ones(F) if forest.feature_weights is None else forest.feature_weights**2
+    scale = np.broadcast_to(forest.scale, (T,))
+    sigma = np.zeros_like(soft)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(T):
+            A = forest.leaf_means[k][leaves[:, k]]  # [N, F]
+            diff = np.abs(X - A)
+            terms = z2 * (diff * (np.abs(X - center) + np.abs(A - center)) + (F + 5) / 2 * diff * diff)
+            sigma[:, k] = scale[k] * np.where(np.isnan(diff), 0.0, terms).sum(axis=1)
+        rounding = np.where(part, soft * sigma, 0.0).sum(axis=1)  # (a tree that takes no part: no rounding to carry)
+    eps = float(np.finfo(np.float32 if arithmetic == "float32" else np.float64).eps)
+    return (1.0 - forest.epsilon) * 2.0 * eps * rounding + (T + 4) * eps / 2
 
 
 def value_span(forest: AttentionForest) -> float:
@@ -188,11 +234,12 @@ def _gather(g: GraphBuilder, exit: Exit, forest: AttentionForest) -> Callable[..
     return rows_of
 
 
-def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype) -> list[onnx.ValueInfoProto]:
+def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype, tree_weights: bool = False) -> list[onnx.ValueInfoProto]:
     """The attention from where the rows exit to ``variable`` [N, 1] (see the module's
-    docstring). Trees first throughout, as the exit index comes ([T, N], its trees in the form's
-    order, its positions the form's: the tables are laid out so, as the form's leaf values are;
-    no reordering of the index)."""
+    docstring; ``tree_weights``: and alpha as the output ``tree_weights`` [N, T]). Trees first
+    throughout, as the exit index comes ([T, N], its trees in the form's order, its positions
+    the form's: the tables are laid out so, as the form's leaf values are; no reordering of the
+    index)."""
     dt = dtype.type
     tables = _tables(forest, dtype)
     weights = forest.weights[exit.order]
@@ -210,11 +257,12 @@ def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype)
     else:
         alpha = g.op("Add", [g.op("Mul", [softmax(), g.const(dt(1.0 - eps), "attention_one_minus_eps")], "attention_soft_part"),
                              g.const((eps * weights).astype(dtype)[:, None], "attention_eps_w")], "attention_alpha")
+    extra = [_weights_output(g, exit, alpha, forest.n_trees, dtype, eps == 1.0)] if tree_weights else []
     if not forest.is_classifier:
         weighted = g.op("Mul", [alpha, rows_of(tables.values, "attention_values", squeeze=True)], "attention_weighted")  # [T, N]
         total = g.reduce_sum(weighted, [0], True, "attention_total")  # [1, N]
         g.op("Transpose", [total], out="variable", perm=[1, 0])
-        return [tensor_info("variable", dtype, ["N", 1])]
+        return [tensor_info("variable", dtype, ["N", 1]), *extra]
     # a classifier: the weighted class probabilities [N, C], and the first class of the largest
     weighted = g.op("Mul", [g.unsqueeze(alpha, [2], "attention_alpha_classes"), rows_of(tables.values, "attention_values")], "attention_weighted")
     axes = g.const(np.asarray([0], np.int64), "attention_trees_axis")
@@ -222,7 +270,20 @@ def _head(g: GraphBuilder, exit: Exit, forest: AttentionForest, dtype: np.dtype)
     best = g.op("ArgMax", [proba], "attention_class", axis=1, keepdims=0)
     classes = forest.ensemble.classes[0]
     g.op("Gather", [g.const(classes, "attention_classes"), best], out="label", axis=0)
-    return [tensor_info("label", label_dtype((classes,)), ["N"]), tensor_info("probabilities", dtype, ["N", len(classes)])]
+    return [tensor_info("label", label_dtype((classes,)), ["N"]), tensor_info("probabilities", dtype, ["N", len(classes)]), *extra]
+
+
+def _weights_output(g: GraphBuilder, exit: Exit, alpha: str, n_trees: int, dtype: np.dtype, constant: bool) -> onnx.ValueInfoProto:
+    """alpha [T, N] (trees in the exit's order; ``constant``: [T, 1], the weights alone, the same
+    for every row) as the output ``tree_weights`` [N, T], its trees put in the forest's order
+    (the exit's row of each, :attr:`Exit.position`)."""
+    if constant:  # (one row for all: as many as the exit index has)
+        alpha = g.op("Expand", [alpha, g.op("Shape", [exit.index], "attention_index_shape")], "attention_alpha_rows")
+    position = exit.position
+    if not np.array_equal(position, np.arange(n_trees)):
+        alpha = g.op("Gather", [alpha, g.const(position, "attention_tree_position")], "attention_alpha_in_tree_order", axis=0)
+    g.op("Transpose", [alpha], out="tree_weights", perm=[1, 0])
+    return tensor_info("tree_weights", dtype, ["N", n_trees])
 
 
 def _distances(g: GraphBuilder, forest: AttentionForest, dtype: np.dtype, tables: _Tables, rows_of: Callable[..., str]) -> tuple[str, str]:

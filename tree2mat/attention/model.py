@@ -96,11 +96,17 @@ class AttentionForest:
         return np.where(part.any(axis=1), np.where(part, s, np.inf).min(axis=1), 0.0)
 
     def attention(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
-        """alpha: each tree's weight for each row, [N, T]; every row's weights sum to 1."""
+        """alpha, the per-row tree weights: how much each tree counts in each row's prediction,
+        [N, T] (trees in the forest's order), ``(1 - epsilon) softmax + epsilon w`` (ABRF-2:
+        the softmax alone); each row's weights are >= 0 and sum to 1. What :meth:`predict` and
+        :meth:`predict_proba` weigh the trees by, and what a graph converted with
+        ``tree_weights=True`` outputs as ``tree_weights``."""
+        X = _rows(X, self.ensemble.n_features)
         return (1.0 - self.epsilon) * self.softmax_weights(X, leaves) + self.epsilon * self.weights[None, :]
 
     def outputs(self, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
-        """``sum_k alpha_k(x) B_k(x)``, [N, K] (``leaves``: the rows' leaf ids [N, T], if known)."""
+        """``sum_k alpha_k(x) B_k(x)``, [N, K] (``leaves``: the rows' leaf ids [N, T], if known;
+        alpha: :meth:`attention`)."""
         X = _rows(X, self.ensemble.n_features)
         leaves = evaluate.apply(self.ensemble, X) if leaves is None else leaves
         return np.einsum("nt,ntk->nk", self.attention(X, leaves), self.tree_values(X, leaves))

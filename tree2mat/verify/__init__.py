@@ -39,10 +39,11 @@ from tree2mat.data import ArrayRows, ColumnRows, Rows, check_header_option, open
 from tree2mat.errors import EXTRAS, DataError, LibraryUnavailableError, OptionError, TargetWarning, VerificationError, install_command
 from tree2mat.forms import FORMS
 from tree2mat.frontends import FRONTENDS
+from tree2mat.ir import evaluate
 from tree2mat.onnx_io import needs_external_data
 from tree2mat.runtimes import cuda_refusal
 from tree2mat.verify.checks import DEFAULT_RTOL, compare, default_atol, differing_rows, merge, tie_bound, tie_gaps
-from tree2mat.verify.chunks import CROSS_CHECK_ROWS, _check_rows, _Checks
+from tree2mat.verify.chunks import CROSS_CHECK_ROWS, TREE_WEIGHTS, _check_rows, _Checks
 from tree2mat.verify.exits import LeafIds, _with_leaf_output
 from tree2mat.verify.notes import _NO_ROUTING, _below_proven_opset, _category_notes, _notes, _target_elsewhere
 from tree2mat.verify.report import REPORT_SCHEMA, Mismatch, OutputReport, Report, Tie
@@ -184,13 +185,33 @@ def _checks(
     forest = attention.as_forest(subject.model)
     # (an attention forest's labels are no sums of leaves: none of its rows is at a tie)
     ties = tie_bound(subject.ens, meta.get("tree2mat.arithmetic") if "tree2mat.form" in meta else None) if forest is None else 0.0
+    # (an attention graph converted with --tree-weights: its weights checked against the model's too)
+    weighed = forest if forest is not None and TREE_WEIGHTS in {o.name for o in onx.graph.output} else None
     checks = _Checks(
         subject, [(_runner(m, dev, runtime, timeout, meta), dev, walk, per_run) for dev in devices for walk, m, per_run in graphs],
         _raw(onx, meta, subject), leaf_ids, leaf_tensor, atol_v, rtol, max_report,
         forest.nearest if forest is not None and atol is None else None,
         attention_graph.value_span(forest) if forest is not None else np.inf, tie_bound=ties,
+        weights=None if weighed is None else _weights_check(weighed, meta.get("tree2mat.arithmetic", "float64"), atol),
     )
+    if weighed is not None:
+        within = "the bound on the graph's rounding of each row's weights" if atol is None else f"--atol {atol:g}"
+        notes.append(f"tree_weights: each row's tree weights compared with tree2mat.attention's attention (float64), within {within} "
+                     "+ rtol x |weight| (docs/attention.md)")
     return checks, data_rows, notes
+
+
+def _weights_check(forest: attention.AttentionForest, arithmetic: str, atol: float | None) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``check(X)``: the tree weights an attention graph's ``tree_weights`` must give on the rows
+    ``X`` [N, T] (the model's), and each row's atol [N] (``atol`` as given; by default
+    :func:`tree2mat.attention.graph.weights_bound`, the graph's rounding in ``arithmetic``)."""
+
+    def check(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        leaves = evaluate.apply(forest.ensemble, X)
+        bound = attention_graph.weights_bound(forest, X, arithmetic, leaves) if atol is None else np.full(X.shape[0], atol)
+        return forest.attention(X, leaves), bound
+
+    return check
 
 
 def _runner(onx: onnx.ModelProto, device: str, runtime: str, timeout: float | None, meta: dict[str, str]) -> GraphRunner:

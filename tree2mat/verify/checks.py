@@ -6,6 +6,7 @@ which label rows differ at a tie (:func:`tie_bound`, :func:`tie_gaps`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -36,16 +37,22 @@ def compare(
     gaps = ties(bad_rows) if ties is not None and bad_rows.size else np.full(bad_rows.size, np.nan)
     tied = ~np.isnan(gaps)
     first_ties = [
-        Tie(offset + int(r), X[r].tolist(), expected[r].tolist(), got[r].tolist(), float(g))
+        Tie(offset + int(r), X[r].tolist(), _listed(expected[r]), _listed(got[r]), float(g))
         for r, g in zip(bad_rows[tied][:max_report], gaps[tied][:max_report], strict=True)
     ]
     bad_rows_all, bad_rows = bad_rows, bad_rows[~tied]
     first = [
-        Mismatch(offset + int(r), X[r].tolist(), expected[r].tolist(), got[r].tolist()) for r in bad_rows[:max_report]
+        Mismatch(offset + int(r), X[r].tolist(), _listed(expected[r]), _listed(got[r])) for r in bad_rows[:max_report]
     ]
     n_near = int(np.count_nonzero(near[bad_rows])) if near is not None else 0
     return OutputReport(name, device, int(expected.shape[0]), int(bad_rows.size), err_abs, err_rel, first, near_boundary=n_near,
                         ties=int(np.count_nonzero(tied)), first_ties=first_ties, tie_rows=[offset + int(r) for r in bad_rows_all[tied][:TIE_ROWS]])
+
+
+def _listed(value: Any) -> Any:
+    """One row of an output as plain Python (a text label of an object array is a ``str``, which
+    has no ``tolist``)."""
+    return np.asarray(value).tolist()
 
 
 def merge(a: OutputReport | None, b: OutputReport, max_report: int = 5) -> OutputReport:

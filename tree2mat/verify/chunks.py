@@ -20,6 +20,9 @@ from tree2mat.verify.report import OutputReport
 from tree2mat.verify.runners import GraphRunner
 from tree2mat.verify.subject import EVALUATOR, Subject
 
+#: An attention graph's per-row tree weights [N, T] (``convert --tree-weights``), checked against
+#: the model's (:meth:`tree2mat.attention.AttentionForest.attention`) where the graph has them.
+TREE_WEIGHTS = "tree_weights"
 #: Rows on which verify asks tree2mat's reference evaluator for the leaves too, where it checks the
 #: routing against the library's own (a check of the IR's reading of the model, not of the graph).
 CROSS_CHECK_ROWS = 256
@@ -59,18 +62,28 @@ class _Checks:
     #: Why the library's leaves could not be used (:meth:`Subject.leaves`), where its frontend
     #: gives them: then the reference evaluator's, for this chunk and every later one.
     why_not: list[str] = field(default_factory=list)
+    #: ``weights(X)``: the per-row tree weights the graph's :data:`TREE_WEIGHTS` output must give
+    #: (an attention forest's) [N, T] and each row's atol [N]; None: the graph has none to check.
+    weights: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+    #: Rows whose tree weights' atol reaches 1, their whole range (checked to no purpose: a note).
+    loose_weights: list[int] = field(default_factory=lambda: [0])
 
     def chunk(self, X: np.ndarray, names: dict[int, np.ndarray] | None, offset: int) -> Iterator[tuple[str, OutputReport]]:
         """(walk, report) of each output on each run of the rows ``X``, row ``offset`` of the
         whole rows onwards; ``names``: the category names of the data's columns."""
         expected, X_tree = self.subject.expected(X, self.raw, names)
+        weights_atol = None
+        if self.weights is not None:
+            expected[TREE_WEIGHTS], weights_atol = self.weights(X_tree)
+            if self.far is not None:  # (the default tolerance: a given --atol is as asked)
+                self.loose_weights[0] += int(np.count_nonzero(weights_atol >= 1.0))
         ens = self.subject.ens
         leaves_ref = self._leaves(X_tree, names) if self.leaf_ids is not None else None
         near = evaluate.near_hyperplanes(ens, X_tree) if ens.is_oblique else None
         self.near[0] += 0 if near is None else int(np.count_nonzero(near))
         for runner, dev, walk, rows_per_run in self.runners:
             got = runner.run(X, rows_per_run)
-            for rep in self._outputs(got, dev, expected, leaves_ref, X, offset, near, names):
+            for rep in self._outputs(got, dev, expected, leaves_ref, X, offset, near, names, weights_atol):
                 yield walk, rep
 
     def _leaves(self, X_tree: np.ndarray, names: dict[int, np.ndarray] | None) -> np.ndarray:
@@ -107,8 +120,10 @@ class _Checks:
         return gaps
 
     def _outputs(self, got: dict[str, np.ndarray], dev: str, expected: dict[str, np.ndarray], leaves_ref: np.ndarray | None,
-                 X: np.ndarray, offset: int, near: np.ndarray | None, names: dict[int, np.ndarray] | None = None) -> Iterator[OutputReport]:
-        """The report of each output of one run: the model's outputs, routing (leaf ids) and a
+                 X: np.ndarray, offset: int, near: np.ndarray | None, names: dict[int, np.ndarray] | None = None,
+                 weights_atol: np.ndarray | None = None) -> Iterator[OutputReport]:
+        """The report of each output of one run: the model's outputs (an attention graph's
+        :data:`TREE_WEIGHTS` among them, within ``weights_atol`` [N]), routing (leaf ids) and a
         ``--leaves`` graph's own leaf output."""
         atol: Any = self.atol
         if self.far is not None:
@@ -119,7 +134,8 @@ class _Checks:
                 yield OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph")
                 continue
             ties = self._ties(X, names, np.asarray(exp), got[name]) if name == "label" else None
-            yield compare(name, dev, got[name], np.asarray(exp), X, atol, self.rtol, name == "label", self.max_report, offset, near, ties)
+            tol: Any = weights_atol[:, None] if name == TREE_WEIGHTS and weights_atol is not None else atol
+            yield compare(name, dev, got[name], np.asarray(exp), X, tol, self.rtol, name == "label", self.max_report, offset, near, ties)
         if leaves_ref is not None and self.leaf_ids is not None:
             try:
                 got_leaves = self.leaf_ids(got[self.leaf_name])
@@ -131,7 +147,7 @@ class _Checks:
 
     def notes(self) -> list[str]:
         """The report's notes on what the checks met: rows whose tolerance passes the outputs'
-        whole range (``loose``), an oblique model's rows near a hyperplane (``near``), the
+        whole range (``loose``, ``loose_weights``), an oblique model's rows near a hyperplane (``near``), the
         library's leaves and the reference evaluator's apart (``disagree``), the library's
         leaves unusable (``why_not``)."""
         notes = []
@@ -142,6 +158,12 @@ class _Checks:
                 f"{self.loose[0] // walks} rows lie so far from every leaf mean they reach (for the softmax's scale) that "
                 "float32 cannot weigh their trees: their tolerance passes the outputs' whole range, so their values are not "
                 "checked (their routing is); a --dtype float64 graph checks them"
+            )
+        if self.loose_weights[0]:
+            notes.append(
+                f"{self.loose_weights[0]} rows' tree weights are not checked: the bound on the graph's rounding of them reaches 1, "
+                "their whole range (rows so far from their leaf means, for the softmax's scale, that float32 cannot weigh their "
+                "trees; a --dtype float64 graph checks them)"
             )
         if self.subject.ens.is_oblique:
             notes.append(_oblique_note(self.subject, self.near[0]))
