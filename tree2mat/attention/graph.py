@@ -133,6 +133,31 @@ def weights_bound(forest: AttentionForest, X: np.ndarray, arithmetic: str = "flo
     rounds to many times ``F eps`` of itself. A row whose bound reaches 1 has weights float32
     cannot tell. tests/attention/test_tree_weights.py holds the largest error below half of it
     (ABRF-1, -2 and -3, sharp and flat softmaxes, random, threshold, NaN, +-inf and extreme rows)."""
+    eps = float(np.finfo(np.float32 if arithmetic == "float32" else np.float64).eps)
+    return (1.0 - forest.epsilon) * 2.0 * eps * _distance_rounding(forest, X, leaves) + (forest.n_trees + 4) * eps / 2
+
+
+def values_bound(forest: AttentionForest, X: np.ndarray, arithmetic: str = "float32", leaves: np.ndarray | None = None) -> np.ndarray:
+    """How far a graph's values (a regressor's ``variable``, a classifier's ``probabilities``) in
+    ``arithmetic`` may lie from the model's on each row of ``X``, [N]: a first-order bound, the
+    one :func:`weights_bound` gives the weights carried through ``sum_k alpha_k B_k``. With
+    ``u = eps / 2`` and ``b = max |leaf value|``: the softmax's weights move by at most ``2 eps
+    sum_i softmax_i sigma_i`` in all (the sum over k of :func:`weights_bound`'s ``softmax_k
+    (ds_k - sum_i softmax_i ds_i)``), ``Exp``, the sum over T trees, the division and the mixing
+    with ``epsilon w`` each weight by ``(T + 4) u`` of itself, a leaf value rounds to float32 by
+    ``u`` of itself, and the weighted sum of T terms by ``T u b``. The bound is ``b ((1 - epsilon)
+    2 eps sum_i softmax_i sigma_i + (2 T + 5) u)``. ``verify`` holds the values to the larger of
+    it and :func:`default_atol`'s ``atol (1 + z)``: the latter alone missed the cross term
+    (:func:`weights_bound`) of ABRF-2's large feature weights, and failed a right graph."""
+    eps = float(np.finfo(np.float32 if arithmetic == "float32" else np.float64).eps)
+    b = max(float(np.abs(t.value).max()) for t in forest.ensemble.trees)
+    rounding = _distance_rounding(forest, X, leaves)
+    return b * ((1.0 - forest.epsilon) * 2.0 * eps * rounding + (2 * forest.n_trees + 5) * eps / 2)
+
+
+def _distance_rounding(forest: AttentionForest, X: np.ndarray, leaves: np.ndarray | None) -> np.ndarray:
+    """``sum_i softmax_i sigma_i`` per row of ``X`` [N] (see :func:`weights_bound`): the
+    softmax's arguments' rounding in units of eps, weighed by the softmax."""
     X = np.asarray(X, np.float64)
     leaves = evaluate.apply(forest.ensemble, X) if leaves is None else leaves
     soft = forest.softmax_weights(X, leaves)
@@ -148,9 +173,7 @@ def weights_bound(forest: AttentionForest, X: np.ndarray, arithmetic: str = "flo
             diff = np.abs(X - A)
             terms = z2 * (diff * (np.abs(X - center) + np.abs(A - center)) + (F + 5) / 2 * diff * diff)
             sigma[:, k] = scale[k] * np.where(np.isnan(diff), 0.0, terms).sum(axis=1)
-        rounding = np.where(part, soft * sigma, 0.0).sum(axis=1)  # (a tree that takes no part: no rounding to carry)
-    eps = float(np.finfo(np.float32 if arithmetic == "float32" else np.float64).eps)
-    return (1.0 - forest.epsilon) * 2.0 * eps * rounding + (T + 4) * eps / 2
+        return np.where(part, soft * sigma, 0.0).sum(axis=1)  # (a tree that takes no part: no rounding to carry)
 
 
 def value_span(forest: AttentionForest) -> float:

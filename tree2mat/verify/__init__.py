@@ -183,15 +183,16 @@ def _checks(
         notes.append(unproven)
     atol_v = _default_atol(subject, meta.get("tree2mat.arithmetic", "float64")) if atol is None else atol
     forest = attention.as_forest(subject.model)
-    # (an attention forest's labels are no sums of leaves: none of its rows is at a tie)
+    # (an attention forest's labels are no sums of leaves: its ties are its probabilities', _Checks.forest_ties)
     ties = tie_bound(subject.ens, meta.get("tree2mat.arithmetic") if "tree2mat.form" in meta else None) if forest is None else 0.0
     # (an attention graph converted with --tree-weights: its weights checked against the model's too)
     weighed = forest if forest is not None and TREE_WEIGHTS in {o.name for o in onx.graph.output} else None
     checks = _Checks(
         subject, [(_runner(m, dev, runtime, timeout, meta), dev, walk, per_run) for dev in devices for walk, m, per_run in graphs],
         _raw(onx, meta, subject), leaf_ids, leaf_tensor, atol_v, rtol, max_report,
-        forest.nearest if forest is not None and atol is None else None,
+        _values_atol(forest, atol_v, meta.get("tree2mat.arithmetic", "float64")) if forest is not None and atol is None else None,
         attention_graph.value_span(forest) if forest is not None else np.inf, tie_bound=ties,
+        forest_ties=forest is not None and forest.is_classifier,
         weights=None if weighed is None else _weights_check(weighed, meta.get("tree2mat.arithmetic", "float64"), atol),
     )
     if weighed is not None:
@@ -199,6 +200,18 @@ def _checks(
         notes.append(f"tree_weights: each row's tree weights compared with tree2mat.attention's attention (float64), within {within} "
                      "+ rtol x |weight| (docs/attention.md)")
     return checks, data_rows, notes
+
+
+def _values_atol(forest: attention.AttentionForest, atol: float, arithmetic: str) -> Callable[[np.ndarray], np.ndarray]:
+    """``row_atol(X)``: an attention graph's default tolerance on each row's values [N], the
+    larger of ``atol (1 + z)`` (:func:`tree2mat.attention.graph.default_atol`) and the bound on the
+    graph's rounding of them (:func:`tree2mat.attention.graph.values_bound`)."""
+
+    def row_atol(X: np.ndarray) -> np.ndarray:
+        leaves = evaluate.apply(forest.ensemble, np.asarray(X, np.float64))
+        return np.maximum(atol * (1.0 + forest.nearest(X, leaves)), attention_graph.values_bound(forest, X, arithmetic, leaves))
+
+    return row_atol
 
 
 def _weights_check(forest: attention.AttentionForest, arithmetic: str, atol: float | None) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:

@@ -138,10 +138,10 @@ def tie_bound(ens: Ensemble, arithmetic: str | None) -> float:
     return 2.0 * (e_lib + e_graph)
 
 
-def tie_gaps(ens: Ensemble, margin: np.ndarray, expected: np.ndarray, got: np.ndarray, bound: float) -> np.ndarray:
+def tie_gaps(ens: Ensemble, margin: np.ndarray, expected: np.ndarray, got: np.ndarray, bound: float | np.ndarray) -> np.ndarray:
     """Per row, how far apart the library's scores (``margin`` [N, K], its raw scores) of its
     label (``expected``) and the graph's (``got``) lie, where every output group whose labels
-    differ does so within ``bound``; NaN for the other rows (a label no class of the model, an
+    differ does so within ``bound`` (one number, or one per row); NaN for the other rows (a label no class of the model, an
     outlier's label, a NaN score: never a tie)."""
     n = margin.shape[0]
     gaps = np.full(n, np.nan)

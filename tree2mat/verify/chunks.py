@@ -42,10 +42,10 @@ class _Checks:
     atol: float
     rtol: float
     max_report: int
-    #: ``far(X)`` [N]: each row's atol is ``atol x (1 + far(row))`` (an attention forest's default,
-    #: see :func:`tree2mat.attention.graph.default_atol`); None: ``atol`` for every row.
-    far: Callable[[np.ndarray], np.ndarray] | None = None
-    #: With ``far``: the span of the outputs' values; rows whose atol passes it are counted in
+    #: ``row_atol(X)`` [N]: each row's atol (an attention forest's default, see
+    #: :func:`tree2mat.verify._values_atol`); None: ``atol`` for every row.
+    row_atol: Callable[[np.ndarray], np.ndarray] | None = None
+    #: With ``row_atol``: the span of the outputs' values; rows whose atol passes it are counted in
     #: ``loose`` (their values checked to no purpose: a note says how many).
     span: float = np.inf
     loose: list[int] = field(default_factory=lambda: [0])
@@ -54,6 +54,9 @@ class _Checks:
     #: Label rows that differ where the library's scores lie within this of each other are at
     #: a tie (see :func:`tie_bound`); 0: none is.
     tie_bound: float = 0.0
+    #: An attention classifier: a label row that differs where the model's probabilities of the
+    #: two labels lie within twice the probabilities' tolerance of each other is at a tie.
+    forest_ties: bool = False
     #: Whose leaves the routing was checked against (see :meth:`Subject.leaves`), in the order met.
     routing_by: list[str] = field(default_factory=list)
     #: The cross-check (see :meth:`_leaves`): [rows where the library's leaves and the reference
@@ -75,7 +78,7 @@ class _Checks:
         weights_atol = None
         if self.weights is not None:
             expected[TREE_WEIGHTS], weights_atol = self.weights(X_tree)
-            if self.far is not None:  # (the default tolerance: a given --atol is as asked)
+            if self.row_atol is not None:  # (the default tolerance: a given --atol is as asked)
                 self.loose_weights[0] += int(np.count_nonzero(weights_atol >= 1.0))
         ens = self.subject.ens
         leaves_ref = self._leaves(X_tree, names) if self.leaf_ids is not None else None
@@ -104,9 +107,18 @@ class _Checks:
             self.routing_by.append(whose)
         return leaves
 
-    def _ties(self, X: np.ndarray, names: dict[int, np.ndarray] | None, expected: np.ndarray, got: np.ndarray) -> Callable[[np.ndarray], np.ndarray] | None:
-        """``ties(rows)`` for :func:`compare` of the labels: the library's raw scores of the
-        differing rows alone (a second call to the library, on those rows only), their gaps."""
+    def _ties(self, X: np.ndarray, names: dict[int, np.ndarray] | None, expected: dict[str, np.ndarray], got: np.ndarray,
+              atol: Any) -> Callable[[np.ndarray], np.ndarray] | None:
+        """``ties(rows)`` for :func:`compare` of the labels: the gaps between the scores of the
+        model's label and the graph's, where they are a tie: the library's raw scores of the
+        differing rows alone (a second call to the library, on those rows only) within
+        ``tie_bound``; an attention classifier's probabilities within twice their tolerance
+        (``atol``: a number, or [N, 1] per row; and ``rtol``, probabilities being at most 1)."""
+        label = np.asarray(expected["label"])
+        if self.forest_ties and "probabilities" in expected:
+            proba = np.asarray(expected["probabilities"])
+            bound = 2.0 * (np.broadcast_to(np.asarray(atol, np.float64).reshape(-1), (proba.shape[0],)) + self.rtol)
+            return lambda rows: tie_gaps(self.subject.ens, proba[rows], label[rows], got[rows], bound[rows])
         if self.tie_bound <= 0:
             return None
 
@@ -115,7 +127,7 @@ class _Checks:
             scores = self.subject.expected(X[rows], True, subset)[0].get("variable")
             if scores is None:
                 return np.full(rows.size, np.nan)
-            return tie_gaps(self.subject.ens, np.asarray(scores).reshape(rows.size, -1), expected[rows], got[rows], self.tie_bound)
+            return tie_gaps(self.subject.ens, np.asarray(scores).reshape(rows.size, -1), label[rows], got[rows], self.tie_bound)
 
         return gaps
 
@@ -126,14 +138,14 @@ class _Checks:
         :data:`TREE_WEIGHTS` among them, within ``weights_atol`` [N]), routing (leaf ids) and a
         ``--leaves`` graph's own leaf output."""
         atol: Any = self.atol
-        if self.far is not None:
-            atol = self.atol * (1.0 + self.far(X))[:, None]
+        if self.row_atol is not None:
+            atol = self.row_atol(X)[:, None]
             self.loose[0] += int(np.count_nonzero(atol[:, 0] > self.span)) * (dev == self.runners[0][1])
         for name, exp in expected.items():
             if name not in got:
                 yield OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph")
                 continue
-            ties = self._ties(X, names, np.asarray(exp), got[name]) if name == "label" else None
+            ties = self._ties(X, names, expected, got[name], atol) if name == "label" else None
             tol: Any = weights_atol[:, None] if name == TREE_WEIGHTS and weights_atol is not None else atol
             yield compare(name, dev, got[name], np.asarray(exp), X, tol, self.rtol, name == "label", self.max_report, offset, near, ties)
         if leaves_ref is not None and self.leaf_ids is not None:
