@@ -25,23 +25,24 @@ LEARN_SCHEMA = 1
 
 # learn's argument and options as Typer's Annotated aliases (their defaults stay in the command's signature).
 ModelArgument = Annotated[Path, typer.Argument(metavar="MODEL", help=(
-    "A fitted scikit-learn DecisionTreeClassifier, RandomForestClassifier or ExtraTreesClassifier (any file convert"
+    "A fitted scikit-learn DecisionTree, RandomForest or ExtraTrees Classifier or Regressor (any file convert"
     " reads): the start."
 ))]
 DataOption = Annotated[Path, typer.Option("--data", help=(
-    "Rows and class labels to fine-tune on: .npz with arrays X and y; .npy rows with --target y.npy; .csv or "
-    ".parquet with --target COLUMN."
+    "Rows and class labels (a regressor's targets) to fine-tune on: .npz with arrays X and y; .npy rows with "
+    "--target y.npy; .csv or .parquet with --target COLUMN."
 ))]
 OutputOption = Annotated[Path, typer.Option("-o", "--output", help=(
     "Where to write the hardened model (tree2mat IR JSON; replaced only on success); tree2mat convert and verify "
     "take it."
 ))]
 TargetOption = Annotated[str | None, typer.Option("--target", help=(
-    "The labels: a .csv/.parquet column (header name or 0-based number), a .npz array name (default y), or the .npy"
+    "The labels or targets: a .csv/.parquet column (header name or 0-based number), a .npz array name (default y), or the .npy"
     " file of them."
 ))]
 EpochsOption = Annotated[int, typer.Option("--epochs", help=(
-    "EM epochs (each: Adam over shuffled batches for the splits, eq. 14; the leaves in closed form, eq. 13)."
+    "EM epochs (each: Adam over shuffled batches for the splits, eq. 14; the leaves in closed form, eq. 13, a "
+    "regressor's as responsibility-weighted means of the targets)."
 ))]
 SteepnessOption = Annotated[float, typer.Option("--steepness", help="The splits' starting steepness gamma (sigma(gamma f(x)); the paper: 1).")]
 SteepnessIncreaseOption = Annotated[float, typer.Option("--steepness-increase", help="Added to gamma after every epoch (the paper: 0.1; 0 keeps it).")]
@@ -52,7 +53,12 @@ ObliqueOption = Annotated[bool, typer.Option("--oblique/--axis-aligned", help=(
 HeldOutOption = Annotated[float, typer.Option("--held-out", help="Fraction of the rows kept out of fine-tuning and only measured on (0: none).")]
 LearningRateOption = Annotated[float, typer.Option("--learning-rate", help="Adam's step size.")]
 BatchSizeOption = Annotated[int, typer.Option("--batch-size", help="Rows per Adam step.")]
-SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the held-out rows and the batches' shuffle.")]
+FeaturesPerSplitOption = Annotated[int | None, typer.Option("--features-per-split", metavar="K", help=(
+    "Each oblique split weighs only K features: its own and K-1 others drawn per split by --seed, fixed for the whole"
+    " fine-tuning (the paper's forests, section 2.7: decorrelated trees; a tree's: sparser splits, smaller graphs). "
+    "Default: every feature."
+))]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the held-out rows, the batches' shuffle and the feature subsets.")]
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Write the result as JSON to this file ('-': stdout, only the JSON).")]
 ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help=(
     "Show each epoch's accuracies on stderr (a bar on a terminal, a line per epoch otherwise)."
@@ -74,11 +80,12 @@ def learn(
     held_out: HeldOutOption = 0.2,
     learning_rate: LearningRateOption = 0.01,
     batch_size: BatchSizeOption = 256,
+    features_per_split: FeaturesPerSplitOption = None,
     seed: SeedOption = 0,
     json_out: JsonOption = None,
     progress: ProgressOption = True,
 ) -> None:
-    """Fine-tune MODEL's splits and leaves end to end (Hehn et al., End-to-End Learning of Decision Trees and Forests: probabilistic splits, EM, steepness annealing), harden it into a deterministic tree or forest and write it to OUT as tree2mat IR; print the accuracies of the start and of the fine-tuned model, probabilistic and deterministic, on the fitting and the held-out rows."""  # noqa: E501
+    """Fine-tune MODEL's splits and leaves end to end (Hehn et al., End-to-End Learning of Decision Trees and Forests: probabilistic splits, EM, steepness annealing), harden it into a deterministic tree or forest and write it to OUT as tree2mat IR; print the accuracies (a regressor's mean squared errors) of the start and of the fine-tuned model, probabilistic and deterministic, on the fitting and the held-out rows."""  # noqa: E501
     from dataclasses import asdict
 
     import tree2mat
@@ -87,20 +94,21 @@ def learn(
     from tree2mat.ir.io import dumps
 
     _check_written_model(output, "the fine-tuned model", "tuned.json", model=model, data=data, target=target, json_out=json_out)
-    learning.check_options(epochs, steepness, steepness_increase, held_out, learning_rate, batch_size)  # (before any work)
+    learning.check_options(epochs, steepness, steepness_increase, held_out, learning_rate, batch_size, features_per_split, oblique)  # (before any work)
     X, y = load_labelled(data, target, header)
     start = time.perf_counter()
     with _libraries_to_stderr(), _Progress("learn", enabled=progress) as shown:
         ens = tree2mat.load(model)
         result = learning.learn(ens, X, y, epochs=epochs, steepness=steepness, steepness_increase=steepness_increase, oblique=oblique,
-                                held_out=held_out, seed=seed, learning_rate=learning_rate, batch_size=batch_size, progress=_epoch_lines(shown, epochs))
+                                held_out=held_out, seed=seed, learning_rate=learning_rate, batch_size=batch_size, features_per_split=features_per_split,
+                                progress=_epoch_lines(shown, epochs, _metric(ens)))
         seconds = time.perf_counter() - start
         size = atomic_write(output, (dumps(result.ensemble) + "\n").encode())
     info: dict[str, Any] = {
         "schema": LEARN_SCHEMA, "path": str(output), "bytes": size, "splits": "oblique" if oblique else "axis-aligned",
         "rows": result.rows, "held_out_rows": result.held_out_rows, "epochs": epochs, "steepness": steepness,
         "steepness_increase": steepness_increase, "learning_rate": learning_rate, "batch_size": batch_size, "seed": seed,
-        "n_trees": result.ensemble.n_trees,
+        "features_per_split": features_per_split, "metric": result.metric, "n_trees": result.ensemble.n_trees,
         "n_projections": 0 if result.ensemble.projections is None else result.ensemble.projections.n_projections,
         "initial": {"train": result.initial_train, "held_out": result.initial_held_out},
         "final": asdict(result.final),
@@ -115,28 +123,42 @@ def learn(
     _print_table(info, result, seconds)
 
 
-def _epoch_lines(shown: _Progress, epochs: int) -> Callable[[Epoch], None]:
-    """learn's progress: after each epoch, its accuracies on the fitting and the held-out rows (probabilistic / deterministic)."""
+#: How learn shows each metric: its name and format (an accuracy in [0, 1]; a mean squared error in the targets' units, squared).
+_METRICS = {"accuracy": ("accuracy", ".4f", 9), "mse": ("mean squared error", ".6g", 12)}
+
+
+def _metric(ens: Any) -> str:
+    """The metric :func:`tree2mat.learn.learn` reports for the model (its ``Learned.metric``)."""
+    from tree2mat.ir.core import Task
+
+    return "mse" if ens.task is Task.REGRESSION else "accuracy"
+
+
+def _epoch_lines(shown: _Progress, epochs: int, metric: str) -> Callable[[Epoch], None]:
+    """learn's progress: after each epoch, its accuracies (mean squared errors) on the fitting and the held-out rows (probabilistic / deterministic)."""
+    name, f, _ = _METRICS[metric]
+
     def report(e: Epoch) -> None:
-        held = "" if e.held_out_deterministic is None else f", held-out {e.held_out_probabilistic:.4f} / {e.held_out_deterministic:.4f}"
-        shown.line(f"epoch {e.epoch:>3} of {epochs}, gamma {e.steepness:.2f}: train {e.train_probabilistic:.4f} / "
-                   f"{e.train_deterministic:.4f}{held} (probabilistic / deterministic)",
+        held = "" if e.held_out_deterministic is None else f", held-out {e.held_out_probabilistic:{f}} / {e.held_out_deterministic:{f}}"
+        shown.line(f"epoch {e.epoch:>3} of {epochs}, gamma {e.steepness:.2f}: {name}, train {e.train_probabilistic:{f}} / "
+                   f"{e.train_deterministic:{f}}{held} (probabilistic / deterministic)",
                    e.epoch / max(epochs, 1))
 
     return report
 
 
 def _print_table(info: dict[str, Any], result: Learned, seconds: float) -> None:
-    """learn's text: the accuracies of the start and of the fine-tuned model, probabilistic and deterministic
-    (``info``: what ``--json`` writes, but the unrounded ``seconds``)."""
+    """learn's text: the accuracies (mean squared errors) of the start and of the fine-tuned model, probabilistic and
+    deterministic (``info``: what ``--json`` writes, but the unrounded ``seconds``)."""
     final = result.final
-    typer.echo(f"{'accuracy':38}{'train':>9}{'held-out':>10}")
+    name, f, width = _METRICS[result.metric]
+    typer.echo(f"{name:38}{'train':>{width}}{'held-out':>{width + 1}}")
     rows = (
         ("start (the model, deterministic)", result.initial_train, result.initial_held_out),
         (f"fine-tuned, probabilistic (gamma {final.steepness:.2f})", final.train_probabilistic, final.held_out_probabilistic),
         ("fine-tuned, deterministic (as written)", final.train_deterministic, final.held_out_deterministic),
     )
-    for name, train, held in rows:
-        typer.echo(f"{name:38}{train:>9.4f}{_figure(held, '.4f'):>10}")
+    for row, train, held in rows:
+        typer.echo(f"{row:38}{train:>{width}{f}}{_figure(held, f):>{width + 1}}")
     typer.echo(f"{info['splits']} splits, {info['epochs']} epochs on {result.rows} rows ({result.held_out_rows} held out) in {seconds:.2f} s")
     typer.echo(f"wrote {info['path']} ({_human(info['bytes'])}): tree2mat convert {info['path']} -o OUT.onnx")

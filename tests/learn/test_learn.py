@@ -11,8 +11,8 @@ import joblib
 import numpy as np
 import pytest
 from sklearn.datasets import make_classification
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+from sklearn.ensemble import GradientBoostingRegressor, IsolationForest, RandomForestClassifier
+from sklearn.tree import DecisionTreeClassifier
 
 import tree2mat
 from tree2mat import learn
@@ -164,8 +164,10 @@ def test_the_hardened_model_s_graphs_are_exact(data, oblique):
 
 def test_what_is_refused(data, tree):
     X, y = data
-    with pytest.raises(UnsupportedModelError, match="fine-tunes classifiers"):
-        learn.learn(DecisionTreeRegressor(max_depth=2).fit(X, y), X, y)
+    with pytest.raises(UnsupportedModelError, match="boosted models add margins"):
+        learn.learn(GradientBoostingRegressor(n_estimators=3, max_depth=2).fit(X, y), X, y)
+    with pytest.raises(UnsupportedModelError, match="fine-tunes classifiers and regressors.*task is outlier"):
+        learn.learn(IsolationForest(n_estimators=3, random_state=0).fit(X), X, y)
     bad = X.copy()
     bad[0, 0] = np.nan
     with pytest.raises(DataError, match="NaN or"):
@@ -188,7 +190,7 @@ def files(tmp_path_factory, data, tree):
     d = tmp_path_factory.mktemp("learn")
     X, y = data
     joblib.dump(tree, d / "tree.joblib")
-    joblib.dump(DecisionTreeRegressor(max_depth=2).fit(X, y), d / "regressor.joblib")
+    joblib.dump(GradientBoostingRegressor(n_estimators=3, max_depth=2).fit(X, y), d / "boosted.joblib")
     np.savez(d / "rows.npz", X=X, y=y)
     np.save(d / "X.npy", X)
     np.save(d / "y.npy", y)
@@ -232,7 +234,10 @@ def test_learn_prints_the_table_and_writes_json(files, capsys):
         (["--steepness-increase", "-1"], "--steepness-increase"),
         (["--data", "{files}/X.npy"], "name the .npy file of their targets"),
         (["--data", "{files}/missing.npz"], "missing.npz"),
-        (["--model", "{files}/regressor.joblib"], "fine-tunes classifiers"),
+        (["--model", "{files}/boosted.joblib"], "boosted models add margins"),
+        (["--features-per-split", "0"], "--features-per-split must be an integer >= 1"),
+        (["--features-per-split", "2", "--axis-aligned"], "an axis-aligned split weighs its own feature alone"),
+        (["--features-per-split", "7"], "--features-per-split 7: the model has 6 features"),
         (["--json", "{files}/never.json"], "and --json"),
         (["--learning-rate", "1e308", "--no-progress"], "fine-tuning diverged in epoch 1"),
     ],

@@ -10,7 +10,8 @@ import numpy as np
 
 from tree2mat.ir.core import Aggregation, Ensemble, Link, Projections, Tree
 from tree2mat.ir.thresholds import largest_float32_at_most
-from tree2mat.learn.soft import SoftTree, log_paths, responsibilities
+from tree2mat.learn.em import e_step
+from tree2mat.learn.soft import SoftTree, log_paths
 
 
 def harden(
@@ -19,7 +20,8 @@ def harden(
 ) -> Ensemble:
     """The deterministic IR of the probabilistic trees (``gamma -> infinity``;
     :mod:`tree2mat.learn`): float32 weights and thresholds, the tuned leaves, MEAN over the trees;
-    ``default_left`` where more of the responsibility of the rows ``Z`` (labels ``y``) went."""
+    ``default_left`` where more of the responsibility of the rows ``Z`` (labels or targets ``y``)
+    went. The task, classes and outputs stay the model's."""
     F = ens.n_features
     out: list[Tree] = []
     rows_f: list[np.ndarray] = []
@@ -28,7 +30,7 @@ def harden(
         I = soft.n_internal
         feature, threshold = tree.feature.copy(), np.zeros(I)
         if I:
-            h = responsibilities(log_paths(soft, Z, gamma), soft.leaves, y)
+            h = e_step(soft, log_paths(soft, Z, gamma), y)
             default_left = (h @ soft.left.astype(np.float64)).sum(axis=0) >= (h @ soft.right.astype(np.float64)).sum(axis=0)
         else:
             default_left = np.zeros(0, bool)

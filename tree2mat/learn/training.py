@@ -1,6 +1,6 @@
 """The fine-tuning of :mod:`tree2mat.learn`: EM per epoch and tree (Adam on the splits, the leaves
-in closed form) with the steepness annealed, each epoch's accuracies measured on the hardened
-model."""
+in closed form) with the steepness annealed, each epoch's accuracies (a regressor's mean squared
+errors) measured on the hardened model."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from tree2mat import frontends
 from tree2mat.data import one_hot
 from tree2mat.errors import OptionError
 from tree2mat.ir import evaluate
-from tree2mat.ir.core import Ensemble
-from tree2mat.learn.checks import _check_model, _rows, check_options
+from tree2mat.ir.core import Ensemble, Task
+from tree2mat.learn.checks import _check_model, _check_subset, _rows, check_options
+from tree2mat.learn.em import e_step, m_step, start_variance
 from tree2mat.learn.hardening import harden
-from tree2mat.learn.soft import SoftTree, forest_proba, leaf_update, log_paths, responsibilities, split_objective, standardization, start_tree
+from tree2mat.learn.soft import SoftTree, feature_subsets, forest_proba, log_paths, split_objective, standardization, start_tree
 
 #: The paper's Adam (section 3: alpha 0.001, beta1 0.9, beta2 0.999, epsilon 1e-8; batch 1000).
 ADAM_BETAS = (0.9, 0.999)
@@ -34,9 +35,10 @@ STEEPNESS_INCREASE = 0.1
 
 @dataclass(frozen=True)
 class Epoch:
-    """Accuracies after one epoch (epoch 0: the start) at steepness ``gamma``: the probabilistic
-    model's (eq. 2, trees averaged) and the hardened deterministic one's (the IR, by the
-    reference evaluator), on the fitting rows and the held-out rows (None without any)."""
+    """Accuracies (a regressor's mean squared errors: :attr:`Learned.metric`) after one epoch
+    (epoch 0: the start) at steepness ``gamma``: the probabilistic model's (eq. 2, trees
+    averaged) and the hardened deterministic one's (the IR, by the reference evaluator), on the
+    fitting rows and the held-out rows (None without any)."""
 
     epoch: int
     steepness: float
@@ -50,7 +52,10 @@ class Epoch:
 @dataclass(frozen=True, eq=False)
 class Learned:
     """What :func:`learn` returns: the hardened IR, the start (the model's own IR), the per-epoch
-    accuracies, and the accuracies of the start's deterministic model."""
+    figures, and the start's deterministic model's; ``metric``: what the figures are,
+    ``"accuracy"`` (a classifier's, higher is better) or ``"mse"`` (a regressor's mean squared
+    error over rows and targets, lower is better); ``soft``: the probabilistic trees as the last
+    epoch left them (standardized space, :class:`SoftTree`)."""
 
     ensemble: Ensemble
     initial: Ensemble
@@ -59,6 +64,8 @@ class Learned:
     initial_held_out: float | None
     rows: int
     held_out_rows: int
+    metric: str = "accuracy"
+    soft: tuple[SoftTree, ...] = ()
 
     @property
     def final(self) -> Epoch:
@@ -68,17 +75,21 @@ class Learned:
 def learn(
     model: Any, X: Any, y: Any, *, epochs: int = EPOCHS, steepness: float = STEEPNESS, steepness_increase: float = STEEPNESS_INCREASE,
     oblique: bool = True, held_out: float = 0.0, seed: int = 0, learning_rate: float = LEARNING_RATE, batch_size: int = BATCH_SIZE,
-    progress: Callable[[Epoch], None] | None = None,
+    features_per_split: int | None = None, progress: Callable[[Epoch], None] | None = None,
 ) -> Learned:
-    """Fine-tune ``model`` (a fitted scikit-learn DecisionTreeClassifier, RandomForestClassifier
-    or ExtraTreesClassifier, an object or any file tree2mat reads) on the rows ``X`` and labels
-    ``y`` end to end (:mod:`tree2mat.learn`), ``epochs`` epochs from steepness ``steepness``
-    growing by ``steepness_increase`` per epoch, and harden it. ``held_out``: the fraction of the
-    rows (drawn by ``seed``) kept out of the fit and only measured on; ``seed`` also shuffles the
-    batches. ``progress`` is called with each epoch's accuracies (epoch 0: the start)."""
-    check_options(epochs, steepness, steepness_increase, held_out, learning_rate, batch_size)
+    """Fine-tune ``model`` (a fitted scikit-learn DecisionTree, RandomForest or ExtraTrees
+    Classifier or Regressor, an object or any file tree2mat reads) on the rows ``X`` and labels
+    (a regressor's targets) ``y`` end to end (:mod:`tree2mat.learn`), ``epochs`` epochs from
+    steepness ``steepness`` growing by ``steepness_increase`` per epoch, and harden it.
+    ``held_out``: the fraction of the rows (drawn by ``seed``) kept out of the fit and only
+    measured on; ``seed`` also shuffles the batches and draws the feature subsets.
+    ``features_per_split``: each oblique split weighs only its own feature and that many minus
+    one others, drawn per split (section 2.7; None: every feature). ``progress`` is called with
+    each epoch's figures (epoch 0: the start)."""
+    check_options(epochs, steepness, steepness_increase, held_out, learning_rate, batch_size, features_per_split, oblique)
     ens = frontends.load_model(model)[1]
     _check_model(ens)
+    _check_subset(features_per_split, ens)
     X, yi = _rows(X, y, ens)
     rng = np.random.default_rng(seed)
     fit_rows, out_rows = _split(X.shape[0], held_out, rng)
@@ -87,17 +98,17 @@ def learn(
     mean, scale = standardization(Xf)
     Zf = (Xf - mean) / scale
     Zo = None if Xo is None else (Xo - mean) / scale
-    trees = [start_tree(t, ens, mean, scale) for t in ens.trees]
-    C = len(ens.classes[0])
     gamma = float(steepness)
+    trees = _start(ens, mean, scale, Zf, yf, gamma, features_per_split, rng)
+    score = _Score(ens.task is Task.REGRESSION)
     began = time.perf_counter()
 
     def measure(epoch: int) -> Epoch:
         hard = harden(ens, trees, mean, scale, oblique, Zf, yf, gamma)
         return Epoch(
-            epoch, gamma, _accuracy(forest_proba(trees, Zf, gamma), yf), _hits(_hard_labels(hard, Xf), yf),
-            None if Zo is None else _accuracy(forest_proba(trees, Zo, gamma), yo),
-            None if Xo is None else _hits(_hard_labels(hard, Xo), yo), time.perf_counter() - began,
+            epoch, gamma, score.probabilistic(forest_proba(trees, Zf, gamma), yf), score.deterministic(hard, Xf, yf),
+            None if Zo is None else score.probabilistic(forest_proba(trees, Zo, gamma), yo),
+            None if Xo is None else score.deterministic(hard, Xo, yo), time.perf_counter() - began,
         )
 
     history = [measure(0)]
@@ -108,7 +119,7 @@ def learn(
         for tree, adam in zip(trees, states):
             if tree.n_internal:
                 with np.errstate(over="ignore", invalid="ignore"):
-                    _epoch(tree, adam, Zf, yf, C, gamma, oblique, learning_rate, batch_size, rng)
+                    _epoch(tree, adam, Zf, yf, gamma, oblique, learning_rate, batch_size, rng)
                 _check_finite(tree, epoch, gamma, learning_rate)
         gamma += steepness_increase
         history.append(measure(epoch))
@@ -116,9 +127,24 @@ def learn(
             progress(history[-1])
     hard = harden(ens, trees, mean, scale, oblique, Zf, yf, gamma)
     return Learned(
-        hard, ens, tuple(history), _hits(_hard_labels(ens, Xf), yf), None if Xo is None else _hits(_hard_labels(ens, Xo), yo),
-        int(fit_rows.size), int(out_rows.size),
+        hard, ens, tuple(history), score.deterministic(ens, Xf, yf), None if Xo is None else score.deterministic(ens, Xo, yo),
+        int(fit_rows.size), int(out_rows.size), score.metric, tuple(trees),
     )
+
+
+def _start(
+    ens: Ensemble, mean: np.ndarray, scale: np.ndarray, Z: np.ndarray, y: np.ndarray, gamma: float, features_per_split: int | None,
+    rng: np.random.Generator,
+) -> list[SoftTree]:
+    """The probabilistic trees of the model: a regressor's with its first variance, each split's
+    feature subset drawn where ``features_per_split`` asks for one."""
+    trees = [start_tree(t, ens, mean, scale) for t in ens.trees]
+    for tree in trees:
+        if ens.task is Task.REGRESSION:
+            tree.variance = start_variance(tree, Z, y, gamma)
+        if features_per_split is not None:
+            tree.allowed = feature_subsets(tree, features_per_split, rng)
+    return trees
 
 
 def _split(n: int, held_out: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -142,24 +168,25 @@ def _check_finite(tree: SoftTree, epoch: int, gamma: float, rate: float) -> None
 
 
 def _epoch(
-    tree: SoftTree, adam: _Adam, Z: np.ndarray, y: np.ndarray, C: int, gamma: float, oblique: bool, rate: float, batch: int,
+    tree: SoftTree, adam: _Adam, Z: np.ndarray, y: np.ndarray, gamma: float, oblique: bool, rate: float, batch: int,
     rng: np.random.Generator,
 ) -> None:
     """One epoch of one tree: Adam on eq. 14 over shuffled batches (E-step per batch), then the
-    leaves by eq. 13 from every row's responsibilities."""
+    leaves (eq. 13; Gaussian leaves: their means and variance) from every row's responsibilities."""
     order = rng.permutation(Z.shape[0])
     for start in range(0, Z.shape[0], batch):
         rows = order[start : start + batch]
         Zb = Z[rows]
-        h = responsibilities(log_paths(tree, Zb, gamma), tree.leaves, y[rows])
+        h = e_step(tree, log_paths(tree, Zb, gamma), y[rows])
         _, dW, dt = split_objective(tree, Zb, h, gamma)
         if not oblique:  # the node's own feature's weight stays 1: the threshold alone moves
             dW = np.zeros_like(dW)
+        elif tree.allowed is not None:  # (Adam's moments stay 0 there: the weights stay exactly 0)
+            dW = np.where(tree.allowed, dW, 0.0)
         step_w, step_t = adam.step(dW / rows.size, dt / rows.size, rate)
         tree.weight += step_w  # (ascent: eq. 14 is maximized)
         tree.offset += step_t
-    h = responsibilities(log_paths(tree, Z, gamma), tree.leaves, y)
-    tree.leaves = leaf_update(h, y, C, tree.leaves)
+    m_step(tree, e_step(tree, log_paths(tree, Z, gamma), y), y)
 
 
 class _Adam:
@@ -182,17 +209,23 @@ class _Adam:
         return out[0], out[1]
 
 
-def _hard_labels(ens: Ensemble, X: np.ndarray) -> np.ndarray:
-    """The deterministic model's labels as class indices, by the reference evaluator."""
-    return np.argmax(one_hot(evaluate.predict(ens, X)["label"], ens.classes[0]), axis=1)
+class _Score:
+    """The figures of :class:`Epoch`: a classifier's accuracy (the first of equal largest
+    probabilities is the label) or a regressor's mean squared error (``metric``)."""
 
+    def __init__(self, regression: bool) -> None:
+        self.regression = regression
+        self.metric = "mse" if regression else "accuracy"
 
-def _accuracy(proba: np.ndarray, y: np.ndarray | None) -> float:
-    """The share of rows whose largest probability (the first of equal ones) is their class."""
-    assert y is not None
-    return float(np.mean(np.argmax(proba, axis=1) == y))
+    def probabilistic(self, prediction: np.ndarray, y: np.ndarray | None) -> float:
+        assert y is not None
+        if self.regression:
+            return float(np.mean((prediction - y) ** 2))
+        return float(np.mean(np.argmax(prediction, axis=1) == y))
 
-
-def _hits(labels: np.ndarray, y: np.ndarray | None) -> float:
-    assert y is not None
-    return float(np.mean(labels == y))
+    def deterministic(self, ens: Ensemble, X: np.ndarray, y: np.ndarray | None) -> float:
+        """The IR's figure, by the reference evaluator."""
+        assert y is not None
+        if self.regression:
+            return float(np.mean((evaluate.predict(ens, X)["variable"] - y) ** 2))
+        return float(np.mean(np.argmax(one_hot(evaluate.predict(ens, X)["label"], ens.classes[0]), axis=1) == y))
