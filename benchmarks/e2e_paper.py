@@ -92,6 +92,18 @@ def table1(name: str, repeats: int, epochs: int, trees: int, depth: int) -> list
     return out
 
 
+def versions() -> dict:
+    return {"tree2mat": __version__, "python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
+            "scikit-learn": sklearn.__version__}
+
+
+def write(doc: dict, out: str) -> None:
+    with open(out, "w") as fh:
+        json.dump(doc, fh, indent=1)
+        fh.write("\n")
+    print(f"wrote {out} in {doc['seconds']} s", file=sys.stderr)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="benchmarks/e2e_paper.json")
@@ -108,18 +120,14 @@ def main() -> None:
     doc = {
         "what": "Hehn et al. Fig. 2 and Table 1 in spirit: greedy (scikit-learn) vs end-to-end fine-tuned deterministic trees and forests",
         "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU",
-        "versions": {"tree2mat": __version__, "python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
-                     "scikit-learn": sklearn.__version__},
+        "versions": versions(),
         "settings": {"repeats": repeats, "epochs": epochs, "test_size": 0.25, "learning_rate": learn.LEARNING_RATE, "batch_size": learn.BATCH_SIZE,
                      "steepness": learn.STEEPNESS, "steepness_increase_trees": learn.STEEPNESS_INCREASE, "forest_trees": args.trees,
                      "forest_depth": args.forest_depth, "splits": "oblique"},
         "paper_table_1": {k: {str(i): v for i, v in d.items()} for k, d in PAPER_TABLE_1.items()},
         "trees": rows, "forests": forests, "seconds": round(time.perf_counter() - start, 1),
     }
-    with open(args.out, "w") as fh:
-        json.dump(doc, fh, indent=1)
-        fh.write("\n")
-    print(f"wrote {args.out} in {doc['seconds']} s", file=sys.stderr)
+    write(doc, args.out)
 
 
 if __name__ == "__main__":

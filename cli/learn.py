@@ -58,6 +58,20 @@ FeaturesPerSplitOption = Annotated[int | None, typer.Option("--features-per-spli
     " fine-tuning (the paper's forests, section 2.7: decorrelated trees; a tree's: sparser splits, smaller graphs). "
     "Default: every feature."
 ))]
+GrowDepthOption = Annotated[int | None, typer.Option("--grow-depth", metavar="D", help=(
+    "First grow each tree greedily (the paper's section 2.5) to depth at most D: the model's leaves are split one by one into"
+    " oblique stumps, each trained alone on the rows that reach it; a pure leaf stays one. Then the whole tree is fine-tuned "
+    "(--epochs). A model of one leaf starts from the root, as the paper does."
+))]
+GrowLeavesOption = Annotated[int | None, typer.Option("--grow-leaves", metavar="L", help=(
+    "Grow greedily (as --grow-depth) to at most L leaves per tree, breadth-first."
+))]
+GrowEpochsOption = Annotated[int | None, typer.Option("--grow-epochs", metavar="E", help=(
+    "Epochs each new stump is trained while growing (default 10; the steepness annealed as in fine-tuning)."
+))]
+GrowAttemptsOption = Annotated[int | None, typer.Option("--grow-attempts", metavar="A", help=(
+    "Stumps tried per leaf while growing before it stays a leaf (a stump fails when it sends every row one side; default 3)."
+))]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the held-out rows, the batches' shuffle and the feature subsets.")]
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Write the result as JSON to this file ('-': stdout, only the JSON).")]
 ProgressOption = Annotated[bool, typer.Option("--progress/--no-progress", help=(
@@ -81,6 +95,10 @@ def learn(
     learning_rate: LearningRateOption = 0.01,
     batch_size: BatchSizeOption = 256,
     features_per_split: FeaturesPerSplitOption = None,
+    grow_depth: GrowDepthOption = None,
+    grow_leaves: GrowLeavesOption = None,
+    grow_epochs: GrowEpochsOption = None,
+    grow_attempts: GrowAttemptsOption = None,
     seed: SeedOption = 0,
     json_out: JsonOption = None,
     progress: ProgressOption = True,
@@ -95,25 +113,25 @@ def learn(
 
     _check_written_model(output, "the fine-tuned model", "tuned.json", model=model, data=data, target=target, json_out=json_out)
     learning.check_options(epochs, steepness, steepness_increase, held_out, learning_rate, batch_size, features_per_split, oblique)  # (before any work)
+    growth = _growth(grow_depth, grow_leaves, grow_epochs, grow_attempts, oblique)
     X, y = load_labelled(data, target, header)
     start = time.perf_counter()
     with _libraries_to_stderr(), _Progress("learn", enabled=progress) as shown:
         ens = tree2mat.load(model)
         result = learning.learn(ens, X, y, epochs=epochs, steepness=steepness, steepness_increase=steepness_increase, oblique=oblique,
                                 held_out=held_out, seed=seed, learning_rate=learning_rate, batch_size=batch_size, features_per_split=features_per_split,
-                                progress=_epoch_lines(shown, epochs, _metric(ens)))
+                                grow=growth, progress=_epoch_lines(shown, epochs, _metric(ens)))
         seconds = time.perf_counter() - start
         size = atomic_write(output, (dumps(result.ensemble) + "\n").encode())
     info: dict[str, Any] = {
         "schema": LEARN_SCHEMA, "path": str(output), "bytes": size, "splits": "oblique" if oblique else "axis-aligned",
         "rows": result.rows, "held_out_rows": result.held_out_rows, "epochs": epochs, "steepness": steepness,
         "steepness_increase": steepness_increase, "learning_rate": learning_rate, "batch_size": batch_size, "seed": seed,
-        "features_per_split": features_per_split, "metric": result.metric, "n_trees": result.ensemble.n_trees,
+        "features_per_split": features_per_split, "grow": None if growth is None else asdict(growth), "growth": _grown(result, growth),
+        "metric": result.metric, "n_trees": result.ensemble.n_trees,
         "n_projections": 0 if result.ensemble.projections is None else result.ensemble.projections.n_projections,
-        "initial": {"train": result.initial_train, "held_out": result.initial_held_out},
-        "final": asdict(result.final),
-        "history": [asdict(e) for e in result.history],
-        "seconds": round(seconds, 3),
+        "initial": {"train": result.initial_train, "held_out": result.initial_held_out}, "final": asdict(result.final),
+        "history": [asdict(e) for e in result.history], "seconds": round(seconds, 3),
     }
     if json_out is not None and str(json_out) == "-":
         typer.echo(json.dumps(info, indent=1))
@@ -121,6 +139,32 @@ def learn(
     if json_out is not None:
         _write_text(json_out, json.dumps(info, indent=1) + "\n")
     _print_table(info, result, seconds)
+
+
+def _growth(depth: int | None, leaves: int | None, epochs: int | None, attempts: int | None, oblique: bool) -> Any:
+    """The :class:`tree2mat.learn.Growth` the options ask for (None: no growth), checked."""
+    from tree2mat.errors import OptionError
+    from tree2mat.learn import GROW_ATTEMPTS, GROW_EPOCHS, Growth
+
+    if depth is None and leaves is None:
+        given = [name for name, v in (("--grow-epochs", epochs), ("--grow-attempts", attempts)) if v is not None]
+        if given:
+            raise OptionError(f"{given[0]} sets greedy growth: give --grow-depth or --grow-leaves too")
+        return None
+    growth = Growth(depth, leaves, GROW_EPOCHS if epochs is None else epochs, GROW_ATTEMPTS if attempts is None else attempts)
+    growth.check(oblique)
+    return growth
+
+
+def _grown(result: Learned, growth: Any) -> dict[str, Any] | None:
+    """What greedy growth did (None: none asked): the stumps kept, the leaves left so after every attempt at a stump failed,
+    and each grown tree's leaves and depth."""
+    if growth is None:
+        return None
+    return {
+        "splits": sum(s.split for s in result.growth), "failed": sum(not s.split for s in result.growth),
+        "leaves": [t.n_leaves for t in result.ensemble.trees], "depth": [int(t.leaf_depths().max()) for t in result.ensemble.trees],
+    }
 
 
 #: How learn shows each metric: its name and format (an accuracy in [0, 1]; a mean squared error in the targets' units, squared).
@@ -153,12 +197,17 @@ def _print_table(info: dict[str, Any], result: Learned, seconds: float) -> None:
     final = result.final
     name, f, width = _METRICS[result.metric]
     typer.echo(f"{name:38}{'train':>{width}}{'held-out':>{width + 1}}")
+    grown = info["growth"]
     rows = (
         ("start (the model, deterministic)", result.initial_train, result.initial_held_out),
+        *((("grown greedily (deterministic)", result.history[0].train_deterministic, result.history[0].held_out_deterministic),) if grown else ()),
         (f"fine-tuned, probabilistic (gamma {final.steepness:.2f})", final.train_probabilistic, final.held_out_probabilistic),
         ("fine-tuned, deterministic (as written)", final.train_deterministic, final.held_out_deterministic),
     )
     for row, train, held in rows:
         typer.echo(f"{row:38}{train:>{width}{f}}{_figure(held, f):>{width + 1}}")
+    if grown:
+        typer.echo(f"grown: {grown['splits']} stumps kept, {grown['failed']} leaves after failed attempts; leaves per tree "
+                   f"{min(grown['leaves'])}-{max(grown['leaves'])}, depth {min(grown['depth'])}-{max(grown['depth'])}")
     typer.echo(f"{info['splits']} splits, {info['epochs']} epochs on {result.rows} rows ({result.held_out_rows} held out) in {seconds:.2f} s")
     typer.echo(f"wrote {info['path']} ({_human(info['bytes'])}): tree2mat convert {info['path']} -o OUT.onnx")

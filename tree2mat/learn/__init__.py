@@ -23,7 +23,9 @@ of the leaves right and left of node i, ``dJ/df[n, i] = gamma (R - (R + L) sigma
 
 Start: the scikit-learn model's tree (its structure is kept: no node is added or removed), each
 split ``x_f <= c`` as ``w_i = e_f``, ``t_i = (c - mean_f) / scale_f``, each leaf's class
-distribution as ``pi_l`` (the paper starts from its own greedy tree; section 2.5).
+distribution as ``pi_l``; or, with ``grow``, that tree grown further by the paper's greedy
+algorithm (section 2.5, :mod:`~tree2mat.learn.growth`: new oblique stumps trained one by one on
+the rows that reach them), the start's leaves its first candidates.
 ``oblique=True`` tunes every weight of ``w_i`` (the splits become oblique);
 ``oblique=False`` keeps ``w_i = e_f`` and tunes ``t_i`` alone (axis-aligned).
 
@@ -47,7 +49,8 @@ tuned each on all fitting rows, independently (section 2.7), on every feature, o
 
 The package: :mod:`~tree2mat.learn.soft` (the probabilistic tree), :mod:`~tree2mat.learn.em` (the
 E- and M-steps of both leaf models), :mod:`~tree2mat.learn.training`
-(:func:`learn`: EM and the annealing, the accuracies of each epoch), :mod:`~tree2mat.learn.hardening`
+(:func:`learn`: EM and the annealing, the accuracies of each epoch), :mod:`~tree2mat.learn.steps` (one EM
+epoch of one tree), :mod:`~tree2mat.learn.growth` (greedy growth), :mod:`~tree2mat.learn.hardening`
 (:func:`harden`) and :mod:`~tree2mat.learn.checks` (the options, the model and the rows it takes).
 """
 
@@ -63,6 +66,7 @@ from tree2mat.learn.em import (
     responsibilities,
     start_variance,
 )
+from tree2mat.learn.growth import GROW_ATTEMPTS, GROW_EPOCHS, Growth, GrowthStep
 from tree2mat.learn.hardening import harden
 from tree2mat.learn.soft import (
     SoftTree,
@@ -76,9 +80,8 @@ from tree2mat.learn.soft import (
     start_tree,
     tree_proba,
 )
+from tree2mat.learn.steps import ADAM_BETAS, ADAM_EPSILON
 from tree2mat.learn.training import (
-    ADAM_BETAS,
-    ADAM_EPSILON,
     BATCH_SIZE,
     EPOCHS,
     LEARNING_RATE,
@@ -90,8 +93,8 @@ from tree2mat.learn.training import (
 )
 
 __all__ = [
-    "ADAM_BETAS", "ADAM_EPSILON", "BATCH_SIZE", "EPOCHS", "LEARNING_RATE", "STEEPNESS", "STEEPNESS_INCREASE", "VARIANCE_FLOOR",
-    "Epoch", "Learned", "SoftTree", "check_options", "e_step", "feature_subsets", "forest_proba", "gaussian_responsibilities", "harden",
-    "learn", "leaf_means", "leaf_update", "leaf_variance", "log_paths", "log_sigmoid", "m_step", "responsibilities", "sigmoid",
-    "split_objective", "standardization", "start_tree", "start_variance", "tree_proba",
+    "ADAM_BETAS", "ADAM_EPSILON", "BATCH_SIZE", "EPOCHS", "GROW_ATTEMPTS", "GROW_EPOCHS", "LEARNING_RATE", "STEEPNESS", "STEEPNESS_INCREASE",
+    "VARIANCE_FLOOR", "Epoch", "Growth", "GrowthStep", "Learned", "SoftTree", "check_options", "e_step", "feature_subsets", "forest_proba",
+    "gaussian_responsibilities", "harden", "learn", "leaf_means", "leaf_update", "leaf_variance", "log_paths", "log_sigmoid", "m_step",
+    "responsibilities", "sigmoid", "split_objective", "standardization", "start_tree", "start_variance", "tree_proba",
 ]

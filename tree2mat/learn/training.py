@@ -17,13 +17,13 @@ from tree2mat.errors import OptionError
 from tree2mat.ir import evaluate
 from tree2mat.ir.core import Ensemble, Task
 from tree2mat.learn.checks import _check_model, _check_subset, _rows, check_options
-from tree2mat.learn.em import e_step, m_step, start_variance
+from tree2mat.learn.em import start_variance
+from tree2mat.learn.growth import Growth, GrowthStep
+from tree2mat.learn.growth import grow as grow_trees
 from tree2mat.learn.hardening import harden
-from tree2mat.learn.soft import SoftTree, feature_subsets, forest_proba, log_paths, split_objective, standardization, start_tree
+from tree2mat.learn.soft import SoftTree, feature_subsets, forest_proba, standardization, start_tree
+from tree2mat.learn.steps import _Adam, _check_finite, _epoch, _Schedule
 
-#: The paper's Adam (section 3: alpha 0.001, beta1 0.9, beta2 0.999, epsilon 1e-8; batch 1000).
-ADAM_BETAS = (0.9, 0.999)
-ADAM_EPSILON = 1e-8
 #: Defaults (docs/learn.md says how they were chosen): Adam's step and batch size.
 LEARNING_RATE = 0.01
 BATCH_SIZE = 256
@@ -55,7 +55,8 @@ class Learned:
     figures, and the start's deterministic model's; ``metric``: what the figures are,
     ``"accuracy"`` (a classifier's, higher is better) or ``"mse"`` (a regressor's mean squared
     error over rows and targets, lower is better); ``soft``: the probabilistic trees as the last
-    epoch left them (standardized space, :class:`SoftTree`)."""
+    epoch left them (standardized space, :class:`SoftTree`); ``growth``: greedy growth's steps
+    (:class:`GrowthStep`; empty without ``grow``)."""
 
     ensemble: Ensemble
     initial: Ensemble
@@ -66,6 +67,7 @@ class Learned:
     held_out_rows: int
     metric: str = "accuracy"
     soft: tuple[SoftTree, ...] = ()
+    growth: tuple[GrowthStep, ...] = ()
 
     @property
     def final(self) -> Epoch:
@@ -75,7 +77,7 @@ class Learned:
 def learn(
     model: Any, X: Any, y: Any, *, epochs: int = EPOCHS, steepness: float = STEEPNESS, steepness_increase: float = STEEPNESS_INCREASE,
     oblique: bool = True, held_out: float = 0.0, seed: int = 0, learning_rate: float = LEARNING_RATE, batch_size: int = BATCH_SIZE,
-    features_per_split: int | None = None, progress: Callable[[Epoch], None] | None = None,
+    features_per_split: int | None = None, grow: Growth | None = None, progress: Callable[[Epoch], None] | None = None,
 ) -> Learned:
     """Fine-tune ``model`` (a fitted scikit-learn DecisionTree, RandomForest or ExtraTrees
     Classifier or Regressor, an object or any file tree2mat reads) on the rows ``X`` and labels
@@ -84,52 +86,89 @@ def learn(
     ``held_out``: the fraction of the rows (drawn by ``seed``) kept out of the fit and only
     measured on; ``seed`` also shuffles the batches and draws the feature subsets.
     ``features_per_split``: each oblique split weighs only its own feature and that many minus
-    one others, drawn per split (section 2.7; None: every feature). ``progress`` is called with
-    each epoch's figures (epoch 0: the start)."""
+    one others, drawn per split (section 2.7; None: every feature). ``grow``: first grow the
+    trees greedily (section 2.5, :class:`Growth`; epoch 0 is then the grown tree). ``progress``
+    is called with each epoch's figures (epoch 0: the start)."""
     check_options(epochs, steepness, steepness_increase, held_out, learning_rate, batch_size, features_per_split, oblique)
-    ens = frontends.load_model(model)[1]
-    _check_model(ens)
-    _check_subset(features_per_split, ens)
-    X, yi = _rows(X, y, ens)
+    if grow is not None:
+        grow.check(oblique)
+    start = frontends.load_model(model)[1]
+    _check_model(start)
+    _check_subset(features_per_split, start)
+    if grow is not None:
+        grow.check_model(start)
     rng = np.random.default_rng(seed)
-    fit_rows, out_rows = _split(X.shape[0], held_out, rng)
-    Xf, yf = X[fit_rows], yi[fit_rows]
-    Xo, yo = (X[out_rows], yi[out_rows]) if out_rows.size else (None, None)
-    mean, scale = standardization(Xf)
-    Zf = (Xf - mean) / scale
-    Zo = None if Xo is None else (Xo - mean) / scale
-    gamma = float(steepness)
-    trees = _start(ens, mean, scale, Zf, yf, gamma, features_per_split, rng)
+    d = _Rows.of(*_rows(X, y, start), held_out, rng)
+    schedule = _Schedule(float(steepness), float(steepness_increase), float(learning_rate), int(batch_size))
+    trees = _start(start, d.mean, d.scale, d.Zf, d.yf, schedule.steepness, features_per_split, rng)
+    ens, steps = start, list[GrowthStep]()
+    if grow is not None:
+        ens, trees, steps = grow_trees(start, trees, d.Zf, d.yf, grow, schedule, features_per_split, rng)
     score = _Score(ens.task is Task.REGRESSION)
     began = time.perf_counter()
 
-    def measure(epoch: int) -> Epoch:
-        hard = harden(ens, trees, mean, scale, oblique, Zf, yf, gamma)
+    def measure(epoch: int, gamma: float) -> Epoch:
+        hard = harden(ens, trees, d.mean, d.scale, oblique, d.Zf, d.yf, gamma)
         return Epoch(
-            epoch, gamma, score.probabilistic(forest_proba(trees, Zf, gamma), yf), score.deterministic(hard, Xf, yf),
-            None if Zo is None else score.probabilistic(forest_proba(trees, Zo, gamma), yo),
-            None if Xo is None else score.deterministic(hard, Xo, yo), time.perf_counter() - began,
+            epoch, gamma, score.probabilistic(forest_proba(trees, d.Zf, gamma), d.yf), score.deterministic(hard, d.Xf, d.yf),
+            None if d.Zo is None else score.probabilistic(forest_proba(trees, d.Zo, gamma), d.yo),
+            None if d.Xo is None else score.deterministic(hard, d.Xo, d.yo), time.perf_counter() - began,
         )
 
-    history = [measure(0)]
+    gamma = schedule.steepness
+    history = [measure(0, gamma)]
     if progress is not None:
         progress(history[0])
     states = [_Adam(t.weight.shape) for t in trees]
     for epoch in range(1, epochs + 1):
-        for tree, adam in zip(trees, states):
-            if tree.n_internal:
-                with np.errstate(over="ignore", invalid="ignore"):
-                    _epoch(tree, adam, Zf, yf, gamma, oblique, learning_rate, batch_size, rng)
-                _check_finite(tree, epoch, gamma, learning_rate)
+        _epoch_of_forest(trees, states, d.Zf, d.yf, gamma, oblique, schedule, epoch, rng)
         gamma += steepness_increase
-        history.append(measure(epoch))
+        history.append(measure(epoch, gamma))
         if progress is not None:
             progress(history[-1])
-    hard = harden(ens, trees, mean, scale, oblique, Zf, yf, gamma)
+    hard = harden(ens, trees, d.mean, d.scale, oblique, d.Zf, d.yf, gamma)
     return Learned(
-        hard, ens, tuple(history), score.deterministic(ens, Xf, yf), None if Xo is None else score.deterministic(ens, Xo, yo),
-        int(fit_rows.size), int(out_rows.size), score.metric, tuple(trees),
+        hard, start, tuple(history), score.deterministic(start, d.Xf, d.yf), None if d.Xo is None else score.deterministic(start, d.Xo, d.yo),
+        d.n_fit, d.n_out, score.metric, tuple(trees), tuple(steps),
     )
+
+
+def _epoch_of_forest(
+    trees: list[SoftTree], states: list[_Adam], Z: np.ndarray, y: np.ndarray, gamma: float, oblique: bool, schedule: _Schedule, epoch: int,
+    rng: np.random.Generator,
+) -> None:
+    """One epoch of every tree (each on every fitting row, independently: section 2.7)."""
+    for tree, adam in zip(trees, states):
+        if tree.n_internal:
+            with np.errstate(over="ignore", invalid="ignore"):
+                _epoch(tree, adam, Z, y, gamma, oblique, schedule.rate, schedule.batch, rng)
+            _check_finite(tree, epoch, gamma, schedule.rate)
+
+
+@dataclass(frozen=True, eq=False)
+class _Rows:
+    """The fitting rows (``Xf``, labels or targets ``yf``, standardized ``Zf``) and the held-out
+    ones (None without any), the fitting rows' ``mean`` and ``scale``, and how many of each."""
+
+    Xf: np.ndarray
+    yf: np.ndarray
+    Zf: np.ndarray
+    Xo: np.ndarray | None
+    yo: np.ndarray | None
+    Zo: np.ndarray | None
+    mean: np.ndarray
+    scale: np.ndarray
+    n_fit: int
+    n_out: int
+
+    @classmethod
+    def of(cls, X: np.ndarray, y: np.ndarray, held_out: float, rng: np.random.Generator) -> _Rows:
+        fit_rows, out_rows = _split(X.shape[0], held_out, rng)
+        Xf = X[fit_rows]
+        mean, scale = standardization(Xf)
+        Xo = X[out_rows] if out_rows.size else None
+        return cls(Xf, y[fit_rows], (Xf - mean) / scale, Xo, y[out_rows] if out_rows.size else None, None if Xo is None else (Xo - mean) / scale,
+                   mean, scale, int(fit_rows.size), int(out_rows.size))
 
 
 def _start(
@@ -155,58 +194,6 @@ def _split(n: int, held_out: float, rng: np.random.Generator) -> tuple[np.ndarra
     if held_out > 0 and not (1 <= n_out < n):
         raise OptionError(f"--held-out {held_out}: keeps {n_out} of {n} rows out; leave at least one row on each side")
     return np.sort(order[n_out:]), np.sort(order[:n_out])
-
-
-def _check_finite(tree: SoftTree, epoch: int, gamma: float, rate: float) -> None:
-    """An OptionError where an epoch took the tree's parameters past float64's range (the steps
-    overflowed: they run with float errors ignored), naming the options that set the step."""
-    if not (np.isfinite(tree.weight).all() and np.isfinite(tree.offset).all() and np.isfinite(tree.leaves).all()):
-        raise OptionError(
-            f"fine-tuning diverged in epoch {epoch} (split parameters past float64's range at steepness {gamma:g}, "
-            f"--learning-rate {rate:g}): lower --learning-rate or --steepness"
-        )
-
-
-def _epoch(
-    tree: SoftTree, adam: _Adam, Z: np.ndarray, y: np.ndarray, gamma: float, oblique: bool, rate: float, batch: int,
-    rng: np.random.Generator,
-) -> None:
-    """One epoch of one tree: Adam on eq. 14 over shuffled batches (E-step per batch), then the
-    leaves (eq. 13; Gaussian leaves: their means and variance) from every row's responsibilities."""
-    order = rng.permutation(Z.shape[0])
-    for start in range(0, Z.shape[0], batch):
-        rows = order[start : start + batch]
-        Zb = Z[rows]
-        h = e_step(tree, log_paths(tree, Zb, gamma), y[rows])
-        _, dW, dt = split_objective(tree, Zb, h, gamma)
-        if not oblique:  # the node's own feature's weight stays 1: the threshold alone moves
-            dW = np.zeros_like(dW)
-        elif tree.allowed is not None:  # (Adam's moments stay 0 there: the weights stay exactly 0)
-            dW = np.where(tree.allowed, dW, 0.0)
-        step_w, step_t = adam.step(dW / rows.size, dt / rows.size, rate)
-        tree.weight += step_w  # (ascent: eq. 14 is maximized)
-        tree.offset += step_t
-    m_step(tree, e_step(tree, log_paths(tree, Z, gamma), y), y)
-
-
-class _Adam:
-    """Adam (Kingma & Ba) for one tree's (weight, offset), ascending."""
-
-    def __init__(self, shape: tuple[int, ...]) -> None:
-        self.m = [np.zeros(shape), np.zeros(shape[0])]
-        self.v = [np.zeros(shape), np.zeros(shape[0])]
-        self.t = 0
-
-    def step(self, dW: np.ndarray, dt: np.ndarray, rate: float) -> tuple[np.ndarray, np.ndarray]:
-        b1, b2 = ADAM_BETAS
-        self.t += 1
-        out = []
-        for k, g in enumerate((dW, dt)):
-            self.m[k] = b1 * self.m[k] + (1 - b1) * g
-            self.v[k] = b2 * self.v[k] + (1 - b2) * g * g
-            m_hat, v_hat = self.m[k] / (1 - b1**self.t), self.v[k] / (1 - b2**self.t)
-            out.append(rate * m_hat / (np.sqrt(v_hat) + ADAM_EPSILON))
-        return out[0], out[1]
 
 
 class _Score:
