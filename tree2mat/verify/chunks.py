@@ -80,13 +80,17 @@ class _Checks:
             expected[TREE_WEIGHTS], weights_atol = self.weights(X_tree)
             if self.row_atol is not None:  # (the default tolerance: a given --atol is as asked)
                 self.loose_weights[0] += int(np.count_nonzero(weights_atol >= 1.0))
+        atol: Any = self.atol
+        if self.row_atol is not None:  # (once a chunk: the same rows on every device and walk)
+            atol = self.row_atol(X)[:, None]
+            self.loose[0] += int(np.count_nonzero(atol[:, 0] > self.span))
         ens = self.subject.ens
         leaves_ref = self._leaves(X_tree, names) if self.leaf_ids is not None else None
         near = evaluate.near_hyperplanes(ens, X_tree) if ens.is_oblique else None
         self.near[0] += 0 if near is None else int(np.count_nonzero(near))
         for runner, dev, walk, rows_per_run in self.runners:
             got = runner.run(X, rows_per_run)
-            for rep in self._outputs(got, dev, expected, leaves_ref, X, offset, near, names, weights_atol):
+            for rep in self._outputs(got, dev, expected, leaves_ref, X, offset, near, atol, names, weights_atol):
                 yield walk, rep
 
     def _leaves(self, X_tree: np.ndarray, names: dict[int, np.ndarray] | None) -> np.ndarray:
@@ -132,15 +136,11 @@ class _Checks:
         return gaps
 
     def _outputs(self, got: dict[str, np.ndarray], dev: str, expected: dict[str, np.ndarray], leaves_ref: np.ndarray | None,
-                 X: np.ndarray, offset: int, near: np.ndarray | None, names: dict[int, np.ndarray] | None = None,
+                 X: np.ndarray, offset: int, near: np.ndarray | None, atol: Any, names: dict[int, np.ndarray] | None = None,
                  weights_atol: np.ndarray | None = None) -> Iterator[OutputReport]:
-        """The report of each output of one run: the model's outputs (an attention graph's
-        :data:`TREE_WEIGHTS` among them, within ``weights_atol`` [N]), routing (leaf ids) and a
-        ``--leaves`` graph's own leaf output."""
-        atol: Any = self.atol
-        if self.row_atol is not None:
-            atol = self.row_atol(X)[:, None]
-            self.loose[0] += int(np.count_nonzero(atol[:, 0] > self.span)) * (dev == self.runners[0][1])
+        """The report of each output of one run: the model's outputs (within ``atol``: a number,
+        or [N, 1] per row; an attention graph's :data:`TREE_WEIGHTS` among them, within
+        ``weights_atol`` [N]), routing (leaf ids) and a ``--leaves`` graph's own leaf output."""
         for name, exp in expected.items():
             if name not in got:
                 yield OutputReport(name, dev, 0, 0, 0.0, 0.0, problem="output missing from the graph")
@@ -164,10 +164,8 @@ class _Checks:
         leaves unusable (``why_not``)."""
         notes = []
         if self.loose[0]:
-            # (counted once per run on the first device: once per walk)
-            walks = sum(dev == self.runners[0][1] for _, dev, _, _ in self.runners)
             notes.append(
-                f"{self.loose[0] // walks} rows lie so far from every leaf mean they reach (for the softmax's scale) that "
+                f"{self.loose[0]} rows lie so far from every leaf mean they reach (for the softmax's scale) that "
                 "float32 cannot weigh their trees: their tolerance passes the outputs' whole range, so their values are not "
                 "checked (their routing is); a --dtype float64 graph checks them"
             )
