@@ -18,7 +18,7 @@
 import { createRequire } from "node:module";
 import { createServer } from "node:http";
 import { readFileSync, writeFileSync, existsSync, statSync } from "node:fs";
-import { join, dirname, extname, normalize, sep } from "node:path";
+import { basename, join, dirname, extname, normalize, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const modules = process.env.TREE2MAT_NODE_MODULES;
@@ -69,8 +69,11 @@ function entry(specifier) {
   return "/ort/" + file.slice("./dist/".length);
 }
 if (!pageMode) {
+  // (the request's files as the page fetches them: served from its folder at /)
+  const atRoot = (described) => ({ ...described, file: "/" + basename(described.file) });
   const pageRequest = {
-    ...request, model: "/graph.onnx", input: { ...request.input, file: "/input.bin" }, module: entry(request.import || "onnxruntime-web/webgpu"),
+    ...request, model: "/graph.onnx", input: { ...request.input, file: "/input.bin" }, extra: (request.extra || []).map(atRoot),
+    module: entry(request.import || "onnxruntime-web/webgpu"),
   };
   writeFileSync(join(request.dir, "page_request.json"), JSON.stringify(pageRequest));
 }

@@ -4,7 +4,8 @@
 //   node run_graph.mjs <onnxruntime-node|onnxruntime-web> <request.json>
 //
 // request.json: {"model": path, "input": {"name", "dtype", "shape", "file"}, "outputs": [names],
-// "dir": folder}. The input is raw little-endian data; each output is written to dir/<k>.bin and
+// "dir": folder, "extra": [the graph's other inputs, each as "input" is; optional]}. The inputs
+// are raw little-endian data (bool: a byte each); each output is written to dir/<k>.bin and
 // described on stdout as one JSON line: [{"name", "dtype", "shape", "file"}], then
 // {"version": ...}. The packages are looked up in TREE2MAT_NODE_MODULES (a node_modules folder).
 import { createRequire } from "node:module";
@@ -26,12 +27,18 @@ const ARRAYS = {
   bool: Uint8Array, uint8: Uint8Array, int8: Int8Array,
 };
 
+// An input described as request.input is: its tensor (bool: "bool" of a Uint8Array).
+function tensor(described) {
+  const bytes = readFileSync(described.file);
+  const Kind = ARRAYS[described.dtype];
+  const data = new Kind(bytes.buffer, bytes.byteOffset, bytes.byteLength / Kind.BYTES_PER_ELEMENT);
+  return new ort.Tensor(described.dtype, data, described.shape);
+}
+
 const request = JSON.parse(readFileSync(requestPath, "utf8"));
-const bytes = readFileSync(request.input.file);
-const Kind = ARRAYS[request.input.dtype];
-const data = new Kind(bytes.buffer, bytes.byteOffset, bytes.byteLength / Kind.BYTES_PER_ELEMENT);
 const session = await ort.InferenceSession.create(readFileSync(request.model), { executionProviders: [backend === "onnxruntime-web" ? "wasm" : "cpu"] });
-const feeds = { [request.input.name]: new ort.Tensor(request.input.dtype, data, request.input.shape) };
+const feeds = {};
+for (const described of [request.input, ...(request.extra || [])]) feeds[described.name] = tensor(described);
 const results = await session.run(feeds, request.outputs);
 const described = request.outputs.map((name, k) => {
   const tensor = results[name];

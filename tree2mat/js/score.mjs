@@ -3,7 +3,8 @@
 //
 //   const { outputs, backend } = await score(ort, modelBytes, { name, dtype, shape, data }, names, "webgpu");
 //
-// backend "webgpu" runs on WebGPU only (an error where the browser has no adapter); "auto"
+// input: the rows, { name, dtype, shape, data }, or an array of such inputs (the rows, then the
+// graph's extra inputs, a bool one as dtype "bool" of a Uint8Array). backend "webgpu" runs on WebGPU only (an error where the browser has no adapter); "auto"
 // tries WebGPU and falls back to WebAssembly; "wasm" is WebAssembly. Returns the outputs by name
 // (onnxruntime-web Tensors) and the backend that ran.
 export async function score(ort, modelBytes, input, names, backend = "auto") {
@@ -16,7 +17,8 @@ export async function score(ort, modelBytes, input, names, backend = "auto") {
     }
     try {
       const session = await ort.InferenceSession.create(modelBytes, { executionProviders: [ep] });
-      const feeds = { [input.name]: new ort.Tensor(input.dtype, input.data, input.shape) };
+      const feeds = {};
+      for (const one of Array.isArray(input) ? input : [input]) feeds[one.name] = new ort.Tensor(one.dtype, one.data, one.shape);
       const outputs = await session.run(feeds, names && names.length ? names : session.outputNames);
       return { outputs, backend: ep };
     } catch (err) {

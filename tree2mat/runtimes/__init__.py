@@ -1,6 +1,7 @@
 """ONNX runtimes a graph can be verified on: one registry, ``RUNTIMES``.
 
-Each entry loads a graph and runs it on rows, returning the outputs by name; ``verify --runtime``
+Each entry loads a graph and runs it on rows (and on the graph's extra inputs, by name:
+:func:`graph_inputs`), returning the outputs by name; ``verify --runtime``
 and the runtime matrix in the tests use the same entries. A runtime whose package is missing is
 an error naming the install command (never a silent fallback to another runtime).
 
@@ -13,7 +14,7 @@ IREE; :mod:`~tree2mat.runtimes._node`: Node.js and the browser); the registry he
 from __future__ import annotations
 
 from tree2mat.errors import install_command
-from tree2mat.runtimes._common import Run, Runtime, _dist_version, feeds
+from tree2mat.runtimes._common import ROW_INPUT, Extra, Run, Runtime, _dist_version, check_extra, feeds, graph_inputs
 from tree2mat.runtimes._extras import _iree, _iree_version, _openvino, _openvino_version, _tract
 from tree2mat.runtimes._node import (
     BROWSER_INSTALL,
@@ -40,9 +41,9 @@ from tree2mat.runtimes._onnxruntime import (
 from tree2mat.runtimes._reference import _reference
 
 __all__ = [
-    "BROWSER_INSTALL", "CUDA_REFUSED", "NODE_DTYPES", "NODE_INSTALL", "NODE_SCRIPT", "NODE_TIMEOUT_S", "PROVIDERS", "RUNTIMES", "WEBGPU_IMPORTS",
-    "Run", "Runtime", "check_cuda_operators", "chromium", "column_runtimes", "cuda_cpu_nodes", "cuda_refusal", "feeds", "node_modules",
-    "ort_session", "shape_nodes",
+    "BROWSER_INSTALL", "CUDA_REFUSED", "NODE_DTYPES", "NODE_INSTALL", "NODE_SCRIPT", "NODE_TIMEOUT_S", "PROVIDERS", "ROW_INPUT", "RUNTIMES",
+    "WEBGPU_IMPORTS", "Extra", "Run", "Runtime", "check_cuda_operators", "check_extra", "chromium", "column_runtimes", "cuda_cpu_nodes",
+    "cuda_refusal", "feeds", "graph_inputs", "node_modules", "ort_session", "shape_nodes",
 ]
 
 

@@ -1,20 +1,30 @@
 """A registry entry (:class:`Runtime`) and what the runtimes share: the ``run`` a loaded graph
 is, a distribution's version, a runtime's error in one line, and the graph's inputs of the rows
-(:func:`feeds`)."""
+and its extra inputs (:func:`feeds`, :func:`graph_inputs`)."""
 
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import onnx
 
 from tree2mat.errors import DeviceUnavailableError, VerificationError, missing
 
-#: ``run(X) -> outputs by name``, for one loaded graph.
-Run = Callable[[np.ndarray], dict[str, np.ndarray]]
+#: The graph's inputs other than the rows, by name (a mask over the trees, say): numbers or bools.
+Extra = Mapping[str, np.ndarray]
+#: The name the row input of a graph with extra inputs has (its first; [N, features]).
+ROW_INPUT = "input"
+
+
+class Run(Protocol):
+    """``run(X, extra=None) -> outputs by name``, for one loaded graph: ``X`` the rows, ``extra``
+    the graph's other inputs by name (:func:`graph_inputs`)."""
+
+    def __call__(self, X: np.ndarray, extra: Extra | None = None) -> dict[str, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -66,18 +76,63 @@ def _failed(runtime: str, what: str, exc: BaseException) -> VerificationError:
     return VerificationError(f"{runtime} {what}: {type(exc).__name__}: {text}")
 
 
-def feeds(model: onnx.ModelProto) -> Callable[[np.ndarray], dict[str, np.ndarray]]:
-    """``feed(X)``: the graph's inputs of the rows ``X``. One input: ``X`` itself. One input per
-    column (a pipeline with string columns): column j of ``X`` (an object array, columns in the
-    graph's input order) as input j, [N, 1], text as str objects, numbers in the input's dtype."""
+def graph_inputs(model: onnx.ModelProto) -> tuple[str | None, list[onnx.ValueInfoProto]]:
+    """The graph's row input and its extra inputs: one input, or a first named :data:`ROW_INPUT`
+    of rank 2 ([N, features]), is the rows' and the others are extra; else (None, []): one input
+    per column (a pipeline with string columns)."""
     inputs = list(model.graph.input)
-    if len(inputs) == 1:
-        name = inputs[0].name
-        return lambda X: {name: X}
+    if not inputs:
+        return None, []
+    first = inputs[0]
+    if len(inputs) == 1 or (first.name == ROW_INPUT and len(first.type.tensor_type.shape.dim) == 2):
+        return first.name, inputs[1:]
+    return None, []
+
+
+def check_extra(model: onnx.ModelProto) -> Callable[[Extra | None], dict[str, np.ndarray]]:
+    """``check(extra)``: ``extra`` as the graph's extra inputs (:func:`graph_inputs`) in its input
+    order; an extra input the graph needs and ``extra`` lacks, or a name in ``extra`` the graph has
+    no extra input of, is a VerificationError naming it."""
+    row, inputs = graph_inputs(model)
+    names = [i.name for i in inputs]
+    # (an input an initializer also gives has a default: ONNX's optional inputs)
+    defaults = {t.name for t in model.graph.initializer}
+
+    def check(extra: Extra | None) -> dict[str, np.ndarray]:
+        given = dict(extra or {})
+        unknown = [n for n in given if n not in names]
+        if unknown:
+            what = "inputs are one per column" if row is None else f"extra inputs are {', '.join(map(repr, names)) or 'none'}"
+            raise VerificationError(f"the graph has no extra input {unknown[0]!r} (its {what})")
+        lacking = [n for n in names if n not in given and n not in defaults]
+        if lacking:
+            raise VerificationError(f"the graph's input {lacking[0]!r} was not given (pass it as an extra input, by name)")
+        return {n: given[n] for n in names if n in given}
+
+    return check
+
+
+def feeds(model: onnx.ModelProto) -> Callable[[np.ndarray, Extra | None], dict[str, np.ndarray]]:
+    """``feed(X, extra)``: the graph's inputs of the rows ``X`` and of ``extra``. One input, or a
+    row input and extra inputs (:func:`graph_inputs`): ``X`` itself, and the extra inputs as
+    :func:`check_extra` checks them. One input per column (a pipeline with string columns): column j
+    of ``X`` (an object array, columns in the graph's input order) as input j, [N, 1], text as str
+    objects, numbers in the input's dtype."""
+    inputs = list(model.graph.input)
+    row = graph_inputs(model)[0]
+    check = check_extra(model)
+    if row is not None:
+        name = row
+
+        def rows_and_extra(X: np.ndarray, extra: Extra | None = None) -> dict[str, np.ndarray]:
+            return {name: X, **check(extra)}
+
+        return rows_and_extra
     kinds = [(i.name, None if i.type.tensor_type.elem_type == onnx.TensorProto.STRING
               else onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in inputs]
 
-    def feed(X: np.ndarray) -> dict[str, np.ndarray]:
+    def feed(X: np.ndarray, extra: Extra | None = None) -> dict[str, np.ndarray]:
+        check(extra)
         out = {}
         for j, (name, dtype) in enumerate(kinds):
             col = X[:, j:j + 1]
@@ -86,4 +141,3 @@ def feeds(model: onnx.ModelProto) -> Callable[[np.ndarray], dict[str, np.ndarray
         return out
 
     return feed
-

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 
 from tree2mat.errors import VerificationError
-from tree2mat.runtimes._common import Run, _dist_version, _failed
+from tree2mat.runtimes._common import Extra, Run, _dist_version, _failed, check_extra, graph_inputs
 
 # ---------------------------------------------------------------------------------- OpenVINO
 
@@ -51,10 +51,14 @@ def _openvino(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu
     if missing:
         raise VerificationError(f"OpenVINO: the compiled graph has no output {missing[0]!r}")
     request = compiled.create_infer_request()
+    check = check_extra(model)
 
-    def run(X: np.ndarray) -> dict[str, np.ndarray]:
+    def run(X: np.ndarray, extra: Extra | None = None) -> dict[str, np.ndarray]:
+        given = check(extra)
         try:
-            got = request.infer({0: X})
+            inputs: dict[int | str, np.ndarray] = {0: X}  # (the rows by position, as ever; the extra inputs by name)
+            inputs.update(given)
+            got = request.infer(inputs)
             return {n: np.array(got[ports[n]]) for n in outputs}
         except Exception as exc:
             raise _failed("OpenVINO", "failed to run the graph", exc) from exc
@@ -76,13 +80,9 @@ def _tract(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") 
         path.write_bytes(model.SerializeToString())
         try:
             inference = tract.onnx().load(str(path))
-            # The input's fact from its declared type, an unnamed or unknown dimension as the
-            # symbol N (tract needs one; ONNX files often leave the batch dimension blank).
-            tt = model.graph.input[0].type.tensor_type
-            dims = [str(d.dim_value) if d.HasField("dim_value") else "N" for d in tt.shape.dim]
-            kind = {onnx.TensorProto.FLOAT: "f32", onnx.TensorProto.DOUBLE: "f64"}.get(tt.elem_type)
-            if kind:
-                inference.set_input_fact(0, ",".join([*dims, kind]))
+            for k, fact in enumerate(_tract_facts(model)):
+                if fact:
+                    inference.set_input_fact(k, fact)
             graph_outputs = [o.name for o in model.graph.output]
             for k in range(len(graph_outputs)):  # (tract infers them; the declared ones may be partial)
                 inference.set_output_fact(k, None)
@@ -91,15 +91,51 @@ def _tract(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") 
         except Exception as exc:
             raise _failed("tract", "cannot load the graph", exc) from exc
     where = {n: graph_outputs.index(n) for n in outputs}
+    check = check_extra(model)
 
-    def run(X: np.ndarray) -> dict[str, np.ndarray]:
+    def run(X: np.ndarray, extra: Extra | None = None) -> dict[str, np.ndarray]:
+        given = check(extra)
         try:
-            got = runnable.run([X])
+            got = runnable.run([X, *given.values()])
             return {n: got[where[n]].to_numpy() for n in outputs}
         except Exception as exc:
             raise _failed("tract", "failed to run the graph", exc) from exc
 
     return run
+
+
+#: tract's names of the element types an input's fact can give.
+_TRACT_KINDS = {onnx.TensorProto.FLOAT: "f32", onnx.TensorProto.DOUBLE: "f64", onnx.TensorProto.INT64: "i64",
+                onnx.TensorProto.INT32: "i32", onnx.TensorProto.BOOL: "bool"}
+
+
+def _tract_facts(model: onnx.ModelProto) -> list[str | None]:
+    """Each input's fact from its declared type (None: left to tract). The row input's unnamed or
+    unknown dimensions are the symbol N (tract needs one; ONNX files often leave the batch
+    dimension blank), its type float or double (others as the graph says); an extra input's
+    (:func:`graph_inputs`) named dimensions are N where the row input's batch dimension has that
+    name, else a symbol of their own, as are its unnamed ones (tract ties a mask's [N, T] to the
+    rows by the symbol)."""
+    extras = graph_inputs(model)[1]
+    inputs = [model.graph.input[0], *extras]
+    batch = {d.dim_param for d in inputs[0].type.tensor_type.shape.dim[:1] if d.dim_param} | {"N"}
+
+    def symbol(k: int, j: int, d: onnx.TensorShapeProto.Dimension) -> str:
+        if d.HasField("dim_value"):
+            return str(d.dim_value)
+        if k == 0 or d.dim_param in batch:
+            return "N"
+        return d.dim_param if d.dim_param.isidentifier() else f"S{k}_{j}"
+
+    facts: list[str | None] = []
+    for k, value in enumerate(inputs):
+        tt = value.type.tensor_type
+        kind = _TRACT_KINDS.get(tt.elem_type) if k else {onnx.TensorProto.FLOAT: "f32", onnx.TensorProto.DOUBLE: "f64"}.get(tt.elem_type)
+        if kind is None or not (k == 0 or tt.HasField("shape")):  # (an extra input of no declared shape: tract reads it)
+            facts.append(None)
+        else:
+            facts.append(",".join([*(symbol(k, j, d) for j, d in enumerate(tt.shape.dim)), kind]))
+    return facts
 
 
 # --------------------------------------------------------------------------------------- IREE
@@ -137,10 +173,12 @@ def _iree(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cpu") -
         raise _failed("IREE", "cannot compile the graph", exc) from exc
     graph_outputs = [o.name for o in model.graph.output]
     where = {n: graph_outputs.index(n) for n in outputs}
+    check = check_extra(model)
 
-    def run(X: np.ndarray) -> dict[str, np.ndarray]:
+    def run(X: np.ndarray, extra: Extra | None = None) -> dict[str, np.ndarray]:
+        given = check(extra)  # (the function's arguments: the graph's inputs in order)
         try:
-            got = fn(X)
+            got = fn(X, *given.values())
             got = got if isinstance(got, (list, tuple)) else [got]
             return {n: np.asarray(got[where[n]].to_host()) for n in outputs}
         except Exception as exc:

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from tree2mat.errors import DeviceUnavailableError, VerificationError
-from tree2mat.runtimes._common import Run, Runtime
+from tree2mat.runtimes._common import Extra, Run, Runtime, check_extra
 
 NODE_INSTALL = (
     "it needs Node.js (node on the PATH) and the npm package: npm install {package}@1.30 in your project "
@@ -78,10 +78,12 @@ def _node_runtime(name: str, package: str, script: str, summary: str, install: s
         model_bytes = model.SerializeToString()
         input_name = model.graph.input[0].name
         command = [node, str(NODE_SCRIPT.with_name(script))] + ([package] if script == "run_graph.mjs" else [])
+        check = check_extra(model)
 
-        def run(X: np.ndarray) -> dict[str, np.ndarray]:
+        def run(X: np.ndarray, extra: Extra | None = None) -> dict[str, np.ndarray]:
+            given = check(extra)
             with tempfile.TemporaryDirectory(prefix="tree2mat-node-") as tmp:
-                request = _request(Path(tmp), model_bytes, input_name, outputs, X, module)
+                request = _request(Path(tmp), model_bytes, input_name, outputs, X, module, given)
                 stdout = _call(name, [*command, str(request)], {**os.environ, "TREE2MAT_NODE_MODULES": str(folder)}, running)
                 return _read_outputs(name, stdout)
 
@@ -97,14 +99,26 @@ def _node_runtime(name: str, package: str, script: str, summary: str, install: s
     return Runtime(name, install, summary, version, load)
 
 
-def _request(where: Path, model_bytes: bytes, input_name: str, outputs: Sequence[str], X: np.ndarray, module: str | None) -> Path:
-    """The request a script reads (``request.json`` in ``where``, which it names): the graph and
-    the rows as files beside it, the outputs wanted, and for a page the module it imports."""
+def _request(
+    where: Path, model_bytes: bytes, input_name: str, outputs: Sequence[str], X: np.ndarray, module: str | None, extra: Extra | None = None,
+) -> Path:
+    """The request a script reads (``request.json`` in ``where``, which it names): the graph, the
+    rows and the graph's extra inputs (``"extra"``, in the graph's order, each as the rows are
+    described; a bool one byte each) as files beside it, the outputs wanted, and for a page the
+    module it imports."""
     (where / "graph.onnx").write_bytes(model_bytes)
     np.ascontiguousarray(X).tofile(where / "input.bin")
+    described = []
+    for k, (name, value) in enumerate((extra or {}).items()):
+        array = np.asarray(value)
+        if array.dtype.name not in NODE_DTYPES:
+            raise VerificationError(f"the extra input {name!r} is {array.dtype.name}; the Node.js runners take {', '.join(NODE_DTYPES)}")
+        np.ascontiguousarray(array).tofile(where / f"extra{k}.bin")
+        described.append({"name": name, "dtype": array.dtype.name, "shape": list(array.shape), "file": str(where / f"extra{k}.bin")})
     request = {
         "model": str(where / "graph.onnx"), "outputs": list(outputs), "dir": str(where),
         "input": {"name": input_name, "dtype": X.dtype.name, "shape": list(X.shape), "file": str(where / "input.bin")},
+        **({"extra": described} if described else {}),
         **({"import": module} if module else {}),
     }
     (where / "request.json").write_text(json.dumps(request))

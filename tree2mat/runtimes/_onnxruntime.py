@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import onnx
 
-from tree2mat.errors import OptionError, Tree2MatError
+from tree2mat.errors import OptionError, Tree2MatError, VerificationError
 from tree2mat.onnx_io import needs_external_data, write_external
-from tree2mat.runtimes._common import Run, _failed, feeds
+from tree2mat.runtimes._common import Extra, Run, _failed, feeds
 
 #: onnxruntime's providers per ``--device``.
 PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"]}
@@ -142,9 +142,11 @@ def _onnxruntime(model: onnx.ModelProto, outputs: Sequence[str], device: str = "
     options = ort.RunOptions()
     options.log_severity_level = 4  # (a stopped run's errors reach the caller as exceptions, not as log lines)
 
-    def run(X: np.ndarray) -> dict[str, np.ndarray]:
+    def run(X: np.ndarray, extra: Extra | None = None) -> dict[str, np.ndarray]:
         try:
-            return dict(zip(outputs, sess.run(list(outputs), feed(X), options)))
+            return dict(zip(outputs, sess.run(list(outputs), feed(X, extra), options)))
+        except VerificationError:  # (an extra input missing or unknown: feeds says which)
+            raise
         except Exception as exc:
             raise _failed("onnxruntime", f"failed to run the graph on {device}", exc) from exc
 

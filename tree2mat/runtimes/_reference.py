@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import onnx
 
-from tree2mat.runtimes._common import Run, _failed, feeds
+from tree2mat.errors import VerificationError
+from tree2mat.runtimes._common import Extra, Run, _failed, feeds
 
 
 def _gather_elements_op() -> type:
@@ -37,9 +38,11 @@ def _reference(model: onnx.ModelProto, outputs: Sequence[str], device: str = "cp
         raise _failed("the onnx reference evaluator", "cannot load the graph", exc) from exc
     feed = feeds(model)
 
-    def run(X: np.ndarray) -> dict[str, np.ndarray]:
+    def run(X: np.ndarray, extra: Extra | None = None) -> dict[str, np.ndarray]:
         try:
-            got = ref.run(list(outputs), feed(X))
+            got = ref.run(list(outputs), feed(X, extra))
+        except VerificationError:  # (an extra input missing or unknown: feeds says which)
+            raise
         except Exception as exc:
             raise _failed("the onnx reference evaluator", "failed to run the graph", exc) from exc
         return {n: np.asarray(v) for n, v in zip(outputs, got)}

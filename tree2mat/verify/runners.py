@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import onnx
 from tree2mat.contract import LEAF_KEY
 from tree2mat.errors import DeviceUnavailableError, GraphTimeoutError, ModelFileError, OptionError, VerificationError
 from tree2mat.onnx_io import needs_external_data
-from tree2mat.runtimes import RUNTIMES
+from tree2mat.runtimes import RUNTIMES, graph_inputs
 
 DEVICES = ("cpu", "cuda", "all")
 
@@ -51,9 +51,12 @@ def runtime_version(runtime: str, device: str) -> str:
     return RUNTIMES[runtime].check()
 
 
-def run_graph(model: onnx.ModelProto, X: np.ndarray, device: str = "cpu", rows_per_chunk: int = 65536) -> dict[str, np.ndarray]:
-    """Run ``model`` on ``X`` in chunks of rows; outputs by name (leaf ids, if exposed, [N, T])."""
-    return GraphRunner(model, device).run(X, rows_per_chunk)
+def run_graph(
+    model: onnx.ModelProto, X: np.ndarray, device: str = "cpu", rows_per_chunk: int = 65536, extra: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """Run ``model`` on ``X`` in chunks of rows, ``extra`` its other inputs by name (see
+    :meth:`GraphRunner.run`); outputs by name (leaf ids, if exposed, [N, T])."""
+    return GraphRunner(model, device).run(X, rows_per_chunk, extra)
 
 
 class GraphRunner:
@@ -64,16 +67,26 @@ class GraphRunner:
         self.device, self.runtime, self.timeout = device, runtime, timeout
         self.names = [o.name for o in model.graph.output]
         self.leaf = _leaf_tensor(model)
+        self.per_row = _per_row_inputs(model)
         # (loading can take as long as a run: onnxruntime folds the graph's constants then)
         self._run: Any = self._within(lambda: RUNTIMES[runtime].load(model, self.names, device), "load the graph")
 
-    def run(self, X: np.ndarray, rows_per_chunk: int = 65536) -> dict[str, np.ndarray]:
+    def run(self, X: np.ndarray, rows_per_chunk: int = 65536, extra: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Outputs by name of the rows ``X``, run ``rows_per_chunk`` at a time, each run within
-        ``timeout`` seconds (None: no limit)."""
+        ``timeout`` seconds (None: no limit). ``extra``: the graph's other inputs by name
+        (:func:`tree2mat.runtimes.graph_inputs`); one whose first dimension is the rows' (``per_row``)
+        is cut with the rows, the others go whole to every chunk."""
+        given = dict(extra or {})
+        for name in sorted(self.per_row & given.keys()):
+            if np.ndim(given[name]) == 0 or len(given[name]) != X.shape[0]:
+                raise VerificationError(f"the extra input {name!r} is one per row: shape {np.shape(given[name])} for {X.shape[0]} rows")
         chunks: dict[str, list[np.ndarray]] = {n: [] for n in self.names}
         for start in range(0, X.shape[0], rows_per_chunk):
             rows = np.ascontiguousarray(X[start:start + rows_per_chunk])
-            outs = self._within(functools.partial(self._run, rows), f"finish the graph on {rows.shape[0]} rows", getattr(self._run, "cancel", None))
+            cut = {n: np.ascontiguousarray(v[start:start + rows_per_chunk]) if n in self.per_row else v for n, v in given.items()}
+            # (no extra input: the runtime's run of the rows alone, as before graphs had extra inputs)
+            work = functools.partial(self._run, rows, cut) if cut else functools.partial(self._run, rows)
+            outs = self._within(work, f"finish the graph on {rows.shape[0]} rows", getattr(self._run, "cancel", None))
             for n in self.names:
                 chunks[n].append(np.asarray(outs[n]))
         out = {}
@@ -116,6 +129,17 @@ class GraphRunner:
 
 def _metadata(model: onnx.ModelProto) -> dict[str, str]:
     return {p.key: p.value for p in model.metadata_props}
+
+
+def _per_row_inputs(model: onnx.ModelProto) -> set[str]:
+    """The graph's extra inputs (:func:`tree2mat.runtimes.graph_inputs`) one per row: their first
+    dimension the rows' symbol ("N", or the row input's own name for it)."""
+    row, extras = graph_inputs(model)
+    if row is None:
+        return set()
+    first = model.graph.input[0].type.tensor_type.shape.dim[:1]
+    batch = first[0].dim_param if first and first[0].dim_param else "N"
+    return {i.name for i in extras if i.type.tensor_type.shape.dim[:1] and i.type.tensor_type.shape.dim[0].dim_param == batch}
 
 
 def _leaf_tensor(model: onnx.ModelProto) -> str | None:
