@@ -37,6 +37,11 @@ TreeWeightsOption = Annotated[bool, typer.Option("--tree-weights", help=(
     "Attention forests (tree2mat attend's files): add a 'tree_weights' output [N, trees], each row's weight of each tree "
     "(the softmax mixed with w by epsilon; each row sums to 1), which verify checks too; any other model refuses it."
 ))]
+TreeMaskOption = Annotated[str | None, typer.Option("--tree-mask", metavar="request|rows", help=(
+    "Add a second input 'tree_mask' (bool) that keeps or drops each tree: 'request', one mask [trees] for every row of a "
+    "run; 'rows', one per row [N, trees]. The first k rounds give the library's staged predictions (XGBoost iteration_range, "
+    "LightGBM num_iteration, ...) exactly; summed ensembles only. Without it the graph is unchanged."
+))]
 MaxMemoryOption = Annotated[str | None, typer.Option("--max-memory", help=(
     "Memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G (the default), 512M: auto "
     "picks the fastest form within it; an explicit form over it is refused, naming one that fits."
@@ -73,6 +78,7 @@ def convert(
     raw: RawOption = False,
     leaves: LeavesOption = False,
     tree_weights: TreeWeightsOption = False,
+    tree_mask: TreeMaskOption = None,
     max_memory: MaxMemoryOption = None,
     batch_hint: BatchHintOption = None,
     temperature: TemperatureOption = None,
@@ -92,7 +98,7 @@ def convert(
         onx = tree2mat.convert(
             model, form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul,
             max_memory=None if max_memory is None else parse_memory(max_memory), batch_hint=batch_hint, target=target,
-            tree_weights=tree_weights, progress=lambda text: shown.stage(text, 4),
+            tree_weights=tree_weights, tree_mask=tree_mask, progress=lambda text: shown.stage(text, 4),
         )
         shown.stage(f"writing {output}", 4)
         size = tree2mat.save(onx, output)

@@ -15,7 +15,7 @@ import onnx
 from tree2mat.contract import graph_metadata
 from tree2mat.errors import OptionError
 from tree2mat.forms import AUTO, DEFAULT_OPSET, FORMS, MIN_OPSET, NEWEST_OPSET, FormSpec, GraphOptions, auto, check_form
-from tree2mat.forms._graph import GraphBuilder
+from tree2mat.forms._graph import TREE_MASK_SHAPES, GraphBuilder
 from tree2mat.ir.core import Ensemble
 from tree2mat.onnx_io import needs_external_data
 
@@ -39,7 +39,9 @@ class ConvertOptions:
     ``DEFAULT_OPSET``, the newest opset the oldest tested onnxruntime runs; a pipeline: float64 and
     that opset, or the newest skl2onnx converts if older). ``target``: the runtime the graph is for (``auto.TARGETS``; None: any, the
     portable forms). ``tree_weights``: an attention forest's graph also outputs each row's tree
-    weights (:mod:`tree2mat.attention.graph`; any other model refuses it)."""
+    weights (:mod:`tree2mat.attention.graph`; any other model refuses it). ``tree_mask``: the
+    graph takes a second input that drops trees (:attr:`GraphOptions.tree_mask`: ``request`` or
+    ``rows``; None: none)."""
 
     form: FormSpec | None = None
     dtype: str | None = None
@@ -52,12 +54,13 @@ class ConvertOptions:
     batch_hint: int = auto.DEFAULT_BATCH_HINT
     target: str | None = None
     tree_weights: bool = False
+    tree_mask: str | None = None
 
     @classmethod
     def parse(
         cls, form: str = AUTO, *, dtype: str | None = None, opset: int | None = None, raw: bool = False,
         leaves: bool = False, temperature: float | None = None, matmul: str = "float32", max_memory: int | None = None,
-        batch_hint: int | None = None, target: str | None = None, tree_weights: bool = False,
+        batch_hint: int | None = None, target: str | None = None, tree_weights: bool = False, tree_mask: str | None = None,
     ) -> ConvertOptions:
         """The options of ``tree2mat.convert`` (or the CLI), each checked: an OptionError names
         the first that is wrong."""
@@ -103,7 +106,10 @@ class ConvertOptions:
             )
         if target == "cuda" and matmul == "int8":
             raise OptionError("--matmul int8 is refused on --target cuda: onnxruntime's CUDA provider fails its products at some batch sizes")
-        return cls(spec, dtype, opset, raw, leaves, temperature, matmul, budget, hint, target, tree_weights)
+        tree_mask = tree_mask or None
+        if tree_mask is not None and tree_mask not in TREE_MASK_SHAPES:
+            raise OptionError(f"--tree-mask {tree_mask!r}: choose request (one mask of the trees for all rows) or rows (one per row)")
+        return cls(spec, dtype, opset, raw, leaves, temperature, matmul, budget, hint, target, tree_weights, tree_mask)
 
 
 def build_graph(
@@ -117,7 +123,7 @@ def build_graph(
     opts = GraphOptions(
         dtype=DTYPES[options.dtype or "float32"], opset=DEFAULT_OPSET if options.opset is None else options.opset,
         raw=options.raw, leaves=options.leaves, temperature=options.temperature, matmul=options.matmul, head=head,
-        ml_opset=ml_opset,
+        ml_opset=ml_opset, tree_mask=options.tree_mask,
     )
     if options.form is None:
         choice = auto.choose(ens, options.max_memory, options.batch_hint, options.target, opts)

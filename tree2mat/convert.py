@@ -52,6 +52,7 @@ def convert(
     batch_hint: int | None = None,
     target: str | None = None,
     tree_weights: bool = False,
+    tree_mask: str | None = None,
     progress: Progress | None = None,
 ) -> onnx.ModelProto:
     """Convert a fitted tree model (object, file path or ``Ensemble``) to an ONNX model.
@@ -79,7 +80,8 @@ def convert(
     An attention forest (:mod:`tree2mat.attention`, or its file) becomes the forest's graph with
     the attention after it (:mod:`tree2mat.attention.graph`). ``tree_weights``: its graph also
     outputs ``tree_weights`` [N, T], each row's weight of each tree (the model's
-    ``attention(X)``); any other model refuses it.
+    ``attention(X)``); any other model refuses it. ``tree_mask`` (``"request"``: [T]; ``"rows"``: [N, T]): a
+    second input ``tree_mask`` (bool) keeps or drops each tree: staged predictions, exactly (docs/cli.md#convert).
 
     A scikit-learn ``Pipeline`` becomes one graph through skl2onnx (the ``pipelines`` extra):
     its tree step a tree2mat form, the other steps skl2onnx's (see :mod:`tree2mat.pipelines`).
@@ -93,7 +95,7 @@ def convert(
     """
     options = ConvertOptions.parse(
         form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul, max_memory=max_memory, batch_hint=batch_hint,
-        target=target, tree_weights=tree_weights,
+        target=target, tree_weights=tree_weights, tree_mask=tree_mask,
     )
     return _convert(model_or_path, options, progress or quiet)
 
@@ -105,6 +107,9 @@ def _convert(model_or_path: Any, options: ConvertOptions, step: Progress) -> onn
     with limits.checking(auto.declared_check(options.max_memory)), limits.reporting(_reading(step)):
         obj = frontends.load_object(model_or_path)
     forest = attention.as_forest(obj)
+    if options.tree_mask is not None and (forest is not None or frontends.is_pipeline(obj)):
+        kind = "an attention forest (its attention weighs every tree)" if forest is not None else "a pipeline (skl2onnx writes its inputs)"
+        raise OptionError(f"--tree-mask: the graph of {kind} takes no tree mask; convert the tree model itself")
     if forest is not None:
         return attention_graph.build(forest, options, step)
     if options.tree_weights:

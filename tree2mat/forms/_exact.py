@@ -14,7 +14,7 @@ import onnx
 from tree2mat.contract import exit_metadata
 from tree2mat.errors import UnsupportedModelError
 from tree2mat.forms import _exit, _heads, _nodes, _stack, _sums
-from tree2mat.forms._graph import GraphBuilder, GraphOptions, tensor_info
+from tree2mat.forms._graph import TREE_MASK, TREE_MASK_SHAPES, GraphBuilder, GraphOptions, tensor_info
 from tree2mat.forms._spec import ALL_RUNTIMES, FormSpec, OpsetFloor
 from tree2mat.ir.core import Ensemble, Tree
 
@@ -264,7 +264,7 @@ def build(
                 _exit.leaves_output(b, exit)
                 outs.append(tensor_info("leaves", np.int64, ["N", ens.n_trees]))
             return outs, opts.dtype
-        m = _sums.leaf_margin(b, ens, st, exit, x, internal)
+        m = _sums.leaf_margin(b, ens, st, exit, x, internal, opts.tree_mask)
         return outputs(b, ens, m, opts, exit if opts.leaves else None), np.dtype(m.dtype)
 
     if isinstance(found, _exit.Exit):
@@ -289,9 +289,13 @@ def model(
     g: GraphBuilder, ens: Ensemble, outs: list[onnx.ValueInfoProto], arithmetic: np.dtype, opts: GraphOptions, doc: str,
     metadata: dict[str, str] | None = None,
 ) -> onnx.ModelProto:
-    """The model of ``g``'s graph, its input and the ``outs`` (``arithmetic``: the margin's dtype)."""
+    """The model of ``g``'s graph, its input (and tree mask, :attr:`GraphOptions.tree_mask`) and
+    the ``outs`` (``arithmetic``: the margin's dtype)."""
     metadata = {**(metadata or {}), "tree2mat.arithmetic": np.dtype(arithmetic).name}
     inputs = [tensor_info("input", opts.dtype, ["N", ens.n_features])]
+    if opts.tree_mask is not None:
+        inputs.append(tensor_info(TREE_MASK, np.bool_, TREE_MASK_SHAPES[opts.tree_mask](ens.n_trees)))
+        metadata["tree2mat.tree_mask"] = opts.tree_mask
     return g.model(inputs, outs, doc=doc, metadata=metadata)
 
 

@@ -53,6 +53,11 @@ ML_OPERATORS = frozenset(ML_OPSETS)
 ML5_MIN_OPSET = 21
 
 
+#: The tree mask's input (:attr:`GraphOptions.tree_mask`) and its kinds: the input's shape for T trees.
+TREE_MASK = "tree_mask"
+TREE_MASK_SHAPES: dict[str, Callable[[int], list[int | str]]] = {"request": lambda T: [T], "rows": lambda T: ["N", T]}
+
+
 @dataclass(frozen=True)
 class GraphOptions:
     """How to emit a graph. ``dtype`` is the input dtype (and of float outputs); ``raw`` exports
@@ -73,6 +78,9 @@ class GraphOptions:
     #: The newest ai.onnx.ml version the graph may import (a skl2onnx pipeline's graph: 3, the
     #: newest skl2onnx 1.20 writes).
     ml_opset: int = 5
+    #: A second graph input :data:`TREE_MASK` (bool) that keeps (True) or drops trees: one mask
+    #: for the whole request (``"request"``: [T]) or one per row (``"rows"``: [N, T]); None: none.
+    tree_mask: str | None = None
 
 
 ONNX_TYPE = {

@@ -33,6 +33,7 @@ class Stacked:
     nan_left: np.ndarray  # bool [T, I]: where a missing value goes left
     values: np.ndarray  # accumulate dtype [T * L, K]: tree t's leaf j at row t * L + j, 0 elsewhere
     base_rest: np.ndarray  # accumulate dtype [K]: base score not folded into a tree's values
+    base_tree: np.ndarray  # int64 [K]: the tree each output's base score is folded into (-1: none)
     # Categorical nodes (M of them) on categorical features (slots, F_c of them):
     cat_position: np.ndarray  # int64 [M]: flat position t * I + i of each categorical node
     cat_slot: np.ndarray  # int64 [M]: the node's feature slot
@@ -73,6 +74,7 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
     base = ens.base_score.astype(acc)
     values = np.zeros((T * L, K), acc)
     pending = np.ones(K, bool) if ens.aggregation is Aggregation.SUM else np.zeros(K, bool)
+    base_tree = np.full(K, -1, np.int64)
     for t, tree in enumerate(ens.trees):
         n = tree.n_internal
         feature[t, :n] = tree.feature
@@ -84,6 +86,7 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
         values[rows, cols] = tree.value.astype(acc)
         fold = cols[pending[cols]]
         values[rows, fold] = base[fold] + values[rows, fold]
+        base_tree[fold] = t
         pending[fold] = False
     base_rest = np.where(pending, base, 0) if ens.aggregation is Aggregation.SUM else base
     zero_missing: np.ndarray | None = None
@@ -94,7 +97,7 @@ def stack(ens: Ensemble, dtype: np.dtype) -> Stacked:
         zero_missing = zero_missing.reshape(T * I)
     return Stacked(
         n_trees=T, n_internal=I, n_leaves=L, feature=feature, threshold=threshold,
-        nan_left=nan_left, values=values, base_rest=base_rest.astype(acc),
+        nan_left=nan_left, values=values, base_rest=base_rest.astype(acc), base_tree=base_tree,
         zero_missing=zero_missing, linear=_linear(ens, L), **_categorical(ens, I, cmp),
     )
 

@@ -155,7 +155,7 @@ def _build(ens: Ensemble, opts: GraphOptions, name: str) -> onnx.ModelProto:
     logit = node_logits(g, ens, st, x, x_cmp, tau)
     weights = soft_weights(g, ens, st, logit, internal) if name == "soft" else softmax_weights(g, ens, st, logit, tau, internal)
     doc = f"tree2mat {name} form of {ens.source} at temperature {tau:g} (an approximation: exact only as the temperature goes to 0)"
-    margin = _sums.weighted_margin(g, ens, st, weights, internal)
+    margin = _sums.weighted_margin(g, ens, st, weights, internal, opts.tree_mask)
     return _exact.finish(g, ens, margin, opts, doc, {"tree2mat.temperature": repr(float(tau))})
 
 

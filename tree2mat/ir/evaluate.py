@@ -170,9 +170,15 @@ def linear_outputs(tree: Tree, X: np.ndarray, leaves: np.ndarray) -> np.ndarray:
     return np.where(nan, tree.value[leaves, 0], out)
 
 
-def margin(ensemble: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
+def margin(ensemble: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None, keep: np.ndarray | None = None) -> np.ndarray:
     """Aggregated tree outputs plus base score, before the link: float64 [N, K]. Summed trees
-    start from the base score and add tree by tree, as the libraries do."""
+    start from the base score and add tree by tree, as the libraries do. ``keep``: bool [T] or
+    [N, T], the trees each row keeps (a tree mask: the others add nothing, the base score stays;
+    summed trees only)."""
+    if keep is not None:
+        if ensemble.aggregation is not Aggregation.SUM:
+            raise ValueError("a tree mask keeps trees of a sum; this ensemble averages its trees")
+        keep = np.broadcast_to(np.asarray(keep, bool), (X.shape[0], ensemble.n_trees))
     if leaves is None:
         leaves = apply(ensemble, X)
     Xs = prepare_input(ensemble, X) if any(t.is_linear for t in ensemble.trees) else None
@@ -187,6 +193,8 @@ def margin(ensemble: Ensemble, X: np.ndarray, leaves: np.ndarray | None = None) 
             contrib = linear_outputs(tree, Xs, leaves[:, t]).astype(acc)[:, None]
         else:
             contrib = tree.value.astype(acc)[leaves[:, t]]
+        if keep is not None:
+            contrib = np.where(keep[:, t, None], contrib, acc.type(0))
         if k == -1:
             out += contrib
         else:
@@ -337,9 +345,10 @@ def isolation_cutoff(params: OutlierParams) -> float:
     return first_float(inlier, -np.inf, np.inf)
 
 
-def predict(ensemble: Ensemble, X: np.ndarray, raw: bool = False) -> dict[str, np.ndarray]:
-    """The outputs the graph contract names, computed by traversal (float64 values)."""
-    m = margin(ensemble, X)
+def predict(ensemble: Ensemble, X: np.ndarray, raw: bool = False, keep: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The outputs the graph contract names, computed by traversal (float64 values); ``keep``:
+    the trees kept, see :func:`margin`."""
+    m = margin(ensemble, X, keep=keep)
     out: dict[str, np.ndarray] = {}
     if ensemble.task is Task.CLASSIFICATION:
         out["label"] = labels(ensemble, m)

@@ -42,6 +42,7 @@ from tree2mat.frontends import FRONTENDS
 from tree2mat.ir import evaluate
 from tree2mat.onnx_io import needs_external_data
 from tree2mat.runtimes import cuda_refusal
+from tree2mat.verify import masks
 from tree2mat.verify.checks import DEFAULT_RTOL, compare, default_atol, differing_rows, merge, tie_bound, tie_gaps
 from tree2mat.verify.chunks import CROSS_CHECK_ROWS, TREE_WEIGHTS, _check_rows, _Checks
 from tree2mat.verify.exits import LeafIds, _with_leaf_output
@@ -194,7 +195,12 @@ def _checks(
         attention_graph.value_span(forest) if forest is not None else np.inf, tie_bound=ties,
         forest_ties=forest is not None and forest.is_classifier,
         weights=None if weighed is None else _weights_check(weighed, meta.get("tree2mat.arithmetic", "float64"), atol),
+        mask=masks.tree_mask(onx, subject.ens),
     )
+    if checks.mask is not None:
+        notes.append(f"tree_mask ({checks.mask.kind}): the outputs above with every tree kept; the '(tree mask)' lines with the trees "
+                     "cut after a random count (per row with rows, per chunk with request) against tree2mat's reference evaluator "
+                     "of the kept trees")
     if weighed is not None:
         within = "the bound on the graph's rounding of each row's weights" if atol is None else f"--atol {atol:g}"
         notes.append(f"tree_weights: each row's tree weights compared with tree2mat.attention's attention (float64), within {within} "
@@ -262,6 +268,7 @@ def _load_graph(onnx_model_or_path: Any, subject: Subject, runtime: str, foreign
         dtype = np.dtype(np.float32 if numeric and numeric[0] == onnx.TensorProto.FLOAT else np.float64)
     else:
         dtype = _check_graph_input(onx, subject.n_features)
+        masks.tree_mask(onx, subject.ens)  # (a second input that is no tree mask of the model: refused before any run)
     check_operators(onx, name, foreign_graph)
     return onx, name, dtype, columns
 

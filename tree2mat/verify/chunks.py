@@ -4,6 +4,7 @@ said in notes (:meth:`_Checks.notes`)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -16,6 +17,7 @@ from tree2mat.ir import evaluate
 from tree2mat.ir.core import Ensemble, named_codes
 from tree2mat.verify.checks import compare, merge, tie_gaps
 from tree2mat.verify.exits import LeafIds
+from tree2mat.verify.masks import TreeMask
 from tree2mat.verify.report import OutputReport
 from tree2mat.verify.runners import GraphRunner
 from tree2mat.verify.subject import EVALUATOR, Subject
@@ -70,6 +72,9 @@ class _Checks:
     weights: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
     #: Rows whose tree weights' atol reaches 1, their whole range (checked to no purpose: a note).
     loose_weights: list[int] = field(default_factory=lambda: [0])
+    #: The graph's tree mask (``convert --tree-mask``), or None: fed with every tree kept for the
+    #: model's outputs, and cut after random counts of trees for the staged check (:meth:`_staged`).
+    mask: TreeMask | None = None
 
     def chunk(self, X: np.ndarray, names: dict[int, np.ndarray] | None, offset: int) -> Iterator[tuple[str, OutputReport]]:
         """(walk, report) of each output on each run of the rows ``X``, row ``offset`` of the
@@ -88,10 +93,36 @@ class _Checks:
         leaves_ref = self._leaves(X_tree, names) if self.leaf_ids is not None else None
         near = evaluate.near_hyperplanes(ens, X_tree) if ens.is_oblique else None
         self.near[0] += 0 if near is None else int(np.count_nonzero(near))
+        every = None if self.mask is None else self.mask.every_tree(X.shape[0])
         for runner, dev, walk, rows_per_run in self.runners:
-            got = runner.run(X, rows_per_run)
+            got = runner.run(X, rows_per_run, every)
             for rep in self._outputs(got, dev, expected, leaves_ref, X, offset, near, atol, names, weights_atol):
                 yield walk, rep
+        if self.mask is not None:
+            yield from self._staged(self.mask, X, X_tree, offset, near, atol)
+
+    def _staged(self, mask: TreeMask, X: np.ndarray, X_tree: np.ndarray, offset: int, near: np.ndarray | None,
+                atol: Any) -> Iterator[tuple[str, OutputReport]]:
+        """(walk, report) of each output with the trees cut after random counts (a staged
+        prediction: :meth:`TreeMask.staged`, drawn from the chunk's ``offset``), against the
+        reference evaluator's outputs of the kept trees; label rows at a tie (:func:`tie_gaps`
+        on its margins, within ``tie_bound``) counted apart."""
+        ens = self.subject.ens
+        feed, keep = mask.staged(X.shape[0], offset)
+        expected = evaluate.predict(ens, X_tree, self.raw, keep)
+        margins = evaluate.margin(ens, X_tree, keep=keep)
+        label = expected.get("label")
+        for runner, dev, walk, rows_per_run in self.runners:
+            got = runner.run(X, rows_per_run, feed)
+            for name, exp in expected.items():
+                ties = None
+                if name == "label" and label is not None and self.tie_bound > 0 and name in got:
+                    ties = functools.partial(_tie_rows, ens, margins, label, got[name], self.tie_bound)
+                if name not in got:
+                    yield walk, OutputReport(f"{name} (tree mask)", dev, 0, 0, 0.0, 0.0, problem="output missing from the graph")
+                    continue
+                yield walk, compare(f"{name} (tree mask)", dev, got[name], np.asarray(exp), X, atol, self.rtol, name == "label",
+                                    self.max_report, offset, near, ties)
 
     def _leaves(self, X_tree: np.ndarray, names: dict[int, np.ndarray] | None) -> np.ndarray:
         """The leaves the graph's routing must give (:meth:`Subject.leaves`), whose they are
@@ -186,6 +217,11 @@ class _Checks:
         if self.why_not:
             notes.append(f"routing checked against tree2mat's reference evaluator, not the library's own leaves: {self.why_not[0]} (please report it)")
         return notes
+
+
+def _tie_rows(ens: Ensemble, margins: np.ndarray, label: np.ndarray, got: np.ndarray, bound: float, rows: np.ndarray) -> np.ndarray:
+    """:func:`tie_gaps` of the ``rows`` (a staged check's: margins of the kept trees)."""
+    return tie_gaps(ens, margins[rows], label[rows], got[rows], bound)
 
 
 def _check_rows(checks: _Checks, source: Rows, data_rows: int, cast: np.dtype | None, named: bool,

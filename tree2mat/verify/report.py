@@ -125,11 +125,12 @@ class Report:
         lines += [f"note: {n}" for n in self.notes]
         rows = _table_rows(self.outputs)
         wide = max([6, *(len(where) for where, _ in rows)])
-        lines.append(f"{'output':<14} {'device':<{wide}} {'compared':>9} {'mismatch':>9} {'ties':>6} {'max abs':>10} {'max rel':>10}")
+        named = max([14, *(len(o.name) for _, o in rows)])
+        lines.append(f"{'output':<{named}} {'device':<{wide}} {'compared':>9} {'mismatch':>9} {'ties':>6} {'max abs':>10} {'max rel':>10}")
         for where, o in rows:
             rel = "-" if o.max_rel_error is None else f"{o.max_rel_error:.3g}"
             lines.append(
-                f"{o.name:<14} {where:<{wide}} {o.compared:>9} {o.mismatches:>9} {o.ties:>6} {o.max_abs_error:>10.3g} {rel:>10}"
+                f"{o.name:<{named}} {where:<{wide}} {o.compared:>9} {o.mismatches:>9} {o.ties:>6} {o.max_abs_error:>10.3g} {rel:>10}"
                 + (f"  {o.problem}" if o.problem else "")
                 + (f"  ({o.near_boundary} of them near a hyperplane)" if o.near_boundary else "")
             )

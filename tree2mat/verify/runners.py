@@ -17,6 +17,7 @@ import onnx
 
 from tree2mat.contract import LEAF_KEY
 from tree2mat.errors import DeviceUnavailableError, GraphTimeoutError, ModelFileError, OptionError, VerificationError
+from tree2mat.forms._graph import TREE_MASK
 from tree2mat.onnx_io import needs_external_data
 from tree2mat.runtimes import RUNTIMES, graph_inputs
 
@@ -247,8 +248,8 @@ def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
 
 
 def _check_graph_input(model: onnx.ModelProto, n_features: int) -> np.dtype:
-    if len(model.graph.input) != 1:
-        raise VerificationError(f"the ONNX graph has {len(model.graph.input)} inputs; a tree2mat graph has one")
+    if len(model.graph.input) != 1 and [i.name for i in model.graph.input[1:]] != [TREE_MASK]:  # (the mask: masks.tree_mask)
+        raise VerificationError(f"the ONNX graph has {len(model.graph.input)} inputs; a tree2mat graph has one (and a tree mask)")
     inp = model.graph.input[0]
     tt = inp.type.tensor_type
     dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
