@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 
 from tree2mat import attention, frontends, pipelines
 from tree2mat.attention import graph as attention_graph
 from tree2mat.build import ConvertOptions, Progress, build_graph, quiet
-from tree2mat.errors import OptionError
+from tree2mat.data import load_data
+from tree2mat.errors import DataError, OptionError
 from tree2mat.forms import DEFAULT_FORM, auto
 from tree2mat.forms._graph import all_nodes
 from tree2mat.ir import limits
@@ -52,6 +55,7 @@ def convert(
     batch_hint: int | None = None,
     target: str | None = None,
     tree_weights: bool = False,
+    proximity: Any = None,
     progress: Progress | None = None,
 ) -> onnx.ModelProto:
     """Convert a fitted tree model (object, file path or ``Ensemble``) to an ONNX model.
@@ -81,6 +85,14 @@ def convert(
     outputs ``tree_weights`` [N, T], each row's weight of each tree (the model's
     ``attention(X)``); any other model refuses it.
 
+    ``proximity``: reference rows [R, F] (an array, a DataFrame of numbers, or a data file as
+    ``verify`` reads ``data``: .npy, .npz, .csv, .parquet, named categories as their names): the
+    graph (an exact form's; no attention forest or pipeline) also outputs ``proximity`` [N, R],
+    for each row and reference row the fraction of trees in which the two share a leaf (the
+    random-forest kernel, Decision Machines eq. 6's delta averaged over the trees). The graph
+    carries the rows in its metadata (``tree2mat.proximity_rows``), so that ``verify`` checks
+    that output against the library's own leaves; at most 2**20 reference rows x trees.
+
     A scikit-learn ``Pipeline`` becomes one graph through skl2onnx (the ``pipelines`` extra):
     its tree step a tree2mat form, the other steps skl2onnx's (see :mod:`tree2mat.pipelines`).
 
@@ -93,18 +105,20 @@ def convert(
     """
     options = ConvertOptions.parse(
         form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul, max_memory=max_memory, batch_hint=batch_hint,
-        target=target, tree_weights=tree_weights,
+        target=target, tree_weights=tree_weights, proximity=proximity is not None,
     )
-    return _convert(model_or_path, options, progress or quiet)
+    return _convert(model_or_path, options, progress or quiet, proximity)
 
 
-def _convert(model_or_path: Any, options: ConvertOptions, step: Progress) -> onnx.ModelProto:
+def _convert(model_or_path: Any, options: ConvertOptions, step: Progress, proximity: Any = None) -> onnx.ModelProto:
     """:func:`convert` once its options are checked: the model read (within ``options.max_memory``)
     and built as what it is, an attention forest, a pipeline or a tree model."""
     step("reading the model")
     with limits.checking(auto.declared_check(options.max_memory)), limits.reporting(_reading(step)):
         obj = frontends.load_object(model_or_path)
     forest = attention.as_forest(obj)
+    if proximity is not None and (forest is not None or frontends.is_pipeline(obj)):
+        raise OptionError(f"--proximity applies to a tree model's exact graph, not to {'an attention forest' if forest else 'a pipeline'}'s")
     if forest is not None:
         return attention_graph.build(forest, options, step)
     if options.tree_weights:
@@ -117,7 +131,24 @@ def _convert(model_or_path: Any, options: ConvertOptions, step: Progress) -> onn
         step(f"converting {pipelines.describe(obj)} through skl2onnx")
         return pipelines.convert_pipeline(obj, options, step)
     ens = frontends.named(model_or_path, frontends.to_ensemble, obj)
+    if proximity is not None:
+        options = replace(options, proximity=_reference_rows(proximity, ens))
     return build_graph(ens, options, step)
+
+
+def _reference_rows(given: Any, ens: Ensemble) -> np.ndarray:
+    """The reference rows of ``convert(proximity=...)`` as numbers [R, F] (float64): a data
+    file read as ``verify`` reads ``--data`` (a named-category column's names become their
+    codes), or an array or DataFrame of numbers; an OptionError where they cannot be read."""
+    try:
+        if isinstance(given, (str, Path)):
+            rows = load_data(given, None, dict(ens.category_labels) or None)
+        else:
+            with np.errstate(over="ignore"):
+                rows = np.asarray(given, np.float64)
+    except (DataError, ValueError, TypeError) as exc:
+        raise OptionError(f"--proximity: {exc}") from None
+    return rows  # (its shape checked as the graph is built: tree2mat.build.proximity_leaves)
 
 
 def _reading(step: Progress) -> Callable[[int, int], None]:
