@@ -23,11 +23,12 @@ RUN_BYTES = 256 * 2**20
 
 @dataclass(frozen=True)
 class ProximityCheck:
-    """The reference rows' leaves [R, T] (int64, the IR's numbering) and whose they are; the
-    graph's float dtype."""
+    """The reference rows' leaves [R, T] (int64, the IR's numbering), whose they are and why
+    not the library's (where it refused them, see :meth:`Subject.leaves`); the graph's float dtype."""
 
     reference: np.ndarray
     whose: str
+    why_not: str | None
     dtype: np.dtype
 
     def expected(self, leaves: np.ndarray) -> np.ndarray:
@@ -47,8 +48,10 @@ class ProximityCheck:
 
     def note(self) -> str:
         R, T = self.reference.shape
+        why = f" ({self.why_not})" if self.why_not else ""
         return (f"proximity: each row against the graph's {R} reference rows ({PROXIMITY_KEY}), the fraction of the {T} trees "
-                f"in which the two share a leaf, by {self.whose}'s leaves, compared exactly")
+                f"in which the two share a leaf, compared exactly; the reference rows' leaves by {self.whose}{why}, the rows' "
+                "as the routing's")
 
 
 def proximity_check(meta: dict[str, str], subject: Subject, dtype: np.dtype) -> ProximityCheck | None:
@@ -63,5 +66,5 @@ def proximity_check(meta: dict[str, str], subject: Subject, dtype: np.dtype) -> 
     except ValueError as exc:
         raise VerificationError(f"the graph's reference rows: {exc}") from None
     with np.errstate(over="ignore", invalid="ignore"):
-        leaves, whose, _ = subject.leaves(np.ascontiguousarray(rows, dtype))
-    return ProximityCheck(leaves, whose, np.dtype(dtype))
+        leaves, whose, why_not = subject.leaves(np.ascontiguousarray(rows, dtype))
+    return ProximityCheck(leaves, whose, why_not, np.dtype(dtype))
