@@ -92,10 +92,13 @@ def proximity_output(g: GraphBuilder, exit: Exit, reference: np.ndarray, dtype: 
     random-forest kernel: Decision Machines eq. 6's delta, averaged over the trees). ``reference``:
     the reference rows' leaf ids [R, T] (int64), numbered as :meth:`Exit.leaf_ids`. The count of
     equal leaves is an integer at most T (``Equal``, ``Cast``, ``ReduceSum``: exact in float32
-    below 2**24, in any order), divided once by T (correctly rounded)."""
+    below 2**24, in any order), which picks its quotient c / T from a table of the T + 1 of them,
+    each correctly rounded here: OpenVINO's ``Div`` by T is not (9 / 20 gave 0.45000002)."""
     R, T = reference.shape
     ids = g.op("Unsqueeze", [exit.leaf_ids(g), g.const(np.asarray([2], np.int64), "proximity_axis")], "proximity_ids")  # [T, N, 1]
     ref = g.const(np.ascontiguousarray(reference.T.reshape(T, 1, R), np.int64), "proximity_reference")  # [T, 1, R]
-    same = g.op("Cast", [g.op("Equal", [ids, ref], "proximity_same")], "proximity_ones", to=onnx.helper.np_dtype_to_tensor_dtype(dtype))
+    same = g.op("Cast", [g.op("Equal", [ids, ref], "proximity_same")], "proximity_ones", to=onnx.TensorProto.FLOAT)
     count = g.op("ReduceSum", [same, g.const(np.asarray([0], np.int64), "proximity_trees")], "proximity_count", keepdims=0)
-    return g.op("Div", [count, g.const(np.asarray([T], dtype), "proximity_n_trees")], out="proximity")
+    quotients = np.arange(T + 1, dtype=dtype) / dtype.type(T)  # (IEEE division: correctly rounded)
+    index = g.op("Cast", [count], "proximity_index", to=onnx.TensorProto.INT64)
+    return g.op("Gather", [g.const(quotients, "proximity_quotients"), index], out="proximity", axis=0)
