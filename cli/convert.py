@@ -33,6 +33,11 @@ OpsetOption = Annotated[int | None, typer.Option("--opset", help=(
 ))]
 RawOption = Annotated[bool, typer.Option("--raw", help="Output the margin before the link (label kept for classifiers).")]
 LeavesOption = Annotated[bool, typer.Option("--leaves", help="Add a 'leaves' output [N, trees] with each row's leaf ids (exact forms).")]
+ProximityOption = Annotated[Path | None, typer.Option("--proximity", metavar="REF_ROWS", help=(
+    "Exact forms: add a 'proximity' output [N, R]: for each row and each of the R reference rows in this file (.npy, .npz, "
+    ".csv, .parquet, read as verify reads --data), the fraction of trees in which the two share a leaf (the random-forest "
+    "kernel); the graph carries the rows, and verify checks the output against the library's own leaves."
+))]
 TreeWeightsOption = Annotated[bool, typer.Option("--tree-weights", help=(
     "Attention forests (tree2mat attend's files): add a 'tree_weights' output [N, trees], each row's weight of each tree "
     "(the softmax mixed with w by epsilon; each row sums to 1), which verify checks too; any other model refuses it."
@@ -77,6 +82,7 @@ def convert(
     opset: OpsetOption = None,
     raw: RawOption = False,
     leaves: LeavesOption = False,
+    proximity: ProximityOption = None,
     tree_weights: TreeWeightsOption = False,
     tree_mask: TreeMaskOption = None,
     max_memory: MaxMemoryOption = None,
@@ -93,12 +99,12 @@ def convert(
     from tree2mat.forms.auto import parse_memory
 
     _check_output("-o", output)
-    check_outputs({"-o": output}, {"MODEL": model})
+    check_outputs({"-o": output}, {"MODEL": model, "--proximity": proximity})
     with _libraries_to_stderr(), _Progress("convert", enabled=progress, delay=_progress.PROGRESS_DELAY_S) as shown:
         onx = tree2mat.convert(
             model, form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul,
             max_memory=None if max_memory is None else parse_memory(max_memory), batch_hint=batch_hint, target=target,
-            tree_weights=tree_weights, tree_mask=tree_mask, progress=lambda text: shown.stage(text, 4),
+            tree_weights=tree_weights, tree_mask=tree_mask, proximity=proximity, progress=lambda text: shown.stage(text, 4),
         )
         shown.stage(f"writing {output}", 4)
         size = tree2mat.save(onx, output)

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import onnx
 
-from tree2mat.contract import graph_metadata
+from tree2mat.contract import graph_metadata, proximity_metadata
 from tree2mat.errors import OptionError
 from tree2mat.forms import AUTO, DEFAULT_OPSET, FORMS, MIN_OPSET, NEWEST_OPSET, FormSpec, GraphOptions, auto, check_form
+from tree2mat.forms._exit import MAX_PROXIMITY_PAIRS
 from tree2mat.forms._graph import TREE_MASK_SHAPES, GraphBuilder
+from tree2mat.ir import evaluate
 from tree2mat.ir.core import Ensemble
 from tree2mat.onnx_io import needs_external_data
 
@@ -41,7 +43,8 @@ class ConvertOptions:
     portable forms). ``tree_weights``: an attention forest's graph also outputs each row's tree
     weights (:mod:`tree2mat.attention.graph`; any other model refuses it). ``tree_mask``: the
     graph takes a second input that drops trees (:attr:`GraphOptions.tree_mask`: ``request`` or
-    ``rows``; None: none)."""
+    ``rows``; None: none). ``proximity``: the reference rows [R, F] of a ``proximity`` output (an
+    exact form's; see :func:`proximity_leaves`), as ``convert`` read them (a number array), or None."""
 
     form: FormSpec | None = None
     dtype: str | None = None
@@ -55,15 +58,18 @@ class ConvertOptions:
     target: str | None = None
     tree_weights: bool = False
     tree_mask: str | None = None
+    proximity: np.ndarray | None = field(default=None, compare=False)
 
     @classmethod
     def parse(
         cls, form: str = AUTO, *, dtype: str | None = None, opset: int | None = None, raw: bool = False,
         leaves: bool = False, temperature: float | None = None, matmul: str = "float32", max_memory: int | None = None,
         batch_hint: int | None = None, target: str | None = None, tree_weights: bool = False, tree_mask: str | None = None,
+        proximity: bool = False,
     ) -> ConvertOptions:
         """The options of ``tree2mat.convert`` (or the CLI), each checked: an OptionError names
-        the first that is wrong."""
+        the first that is wrong. ``proximity``: whether reference rows are given (``convert``
+        reads them once the model is read, and puts them in :attr:`proximity`)."""
         budget = auto.DEFAULT_MAX_MEMORY if max_memory is None else max_memory
         if not budget > 0:
             raise OptionError(f"--max-memory must be positive, got {budget}")
@@ -89,8 +95,8 @@ class ConvertOptions:
                 raise OptionError(f"--temperature applies to the soft forms ({soft}), not to the exact form {spec.name}")
             if not (np.isfinite(temperature) and temperature > 0):
                 raise OptionError(f"--temperature must be a finite number > 0, got {temperature}")
-        if spec is not None and leaves and not spec.exact:
-            raise OptionError(f"--leaves needs an exact form: the {spec.name} form has no exit leaf")
+        if spec is not None and (leaves or proximity) and not spec.exact:
+            raise OptionError(f"--{'leaves' if leaves else 'proximity'} needs an exact form: the {spec.name} form has no exit leaf")
         if spec is not None and matmul not in spec.matmul:
             which = ", ".join(n for n, f in FORMS.items() if len(f.matmul) > 1)
             raise OptionError(
@@ -125,6 +131,10 @@ def build_graph(
         raw=options.raw, leaves=options.leaves, temperature=options.temperature, matmul=options.matmul, head=head,
         ml_opset=ml_opset, tree_mask=options.tree_mask,
     )
+    rows = None
+    if options.proximity is not None:
+        rows = np.ascontiguousarray(options.proximity, opts.dtype)  # (as the graph takes a row)
+        opts = replace(opts, proximity=proximity_leaves(ens, rows))
     if options.form is None:
         choice = auto.choose(ens, options.max_memory, options.batch_hint, options.target, opts)
         if options.opset is None and options.target is not None:
@@ -155,8 +165,29 @@ def build_graph(
         **({"tree2mat.auto": reason, "tree2mat.batch_hint": str(options.batch_hint)} if reason is not None else {}),
         **({"tree2mat.categories": json.dumps(ens.category_table())} if ens.category_labels else {}),
         **graph_metadata(ens),
+        **(proximity_metadata(rows) if rows is not None else {}),
     })
     return checked(model, progress)
+
+
+def proximity_leaves(ens: Ensemble, rows: np.ndarray) -> np.ndarray:
+    """The reference rows' leaf ids [R, T] (int64, the IR's numbering: the reference evaluator's),
+    for a ``proximity`` output; an OptionError where the rows are not [R, F] of the model's F
+    features, or R x T passes :data:`MAX_PROXIMITY_PAIRS`."""
+    if rows.ndim != 2 or rows.shape[0] == 0 or rows.shape[1] != ens.n_features:
+        raise OptionError(
+            f"--proximity: the reference rows have shape {list(rows.shape)}; the model takes rows of {ens.n_features} features "
+            f"([R, {ens.n_features}], R >= 1)"
+        )
+    pairs = rows.shape[0] * ens.n_trees
+    if pairs > MAX_PROXIMITY_PAIRS:
+        raise OptionError(
+            f"--proximity: {rows.shape[0]:,} reference rows x {ens.n_trees:,} trees = {pairs:,} pairs, past {MAX_PROXIMITY_PAIRS:,}: "
+            "the graph compares every row with every reference row in every tree (5 bytes a pair per row it scores, and an "
+            "8-byte leaf id a pair in the file); give a sample of the reference rows, or split them over several graphs"
+        )
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.ascontiguousarray(evaluate.apply(ens, rows), np.int64)
 
 
 def _target_opset(ens: Ensemble, options: ConvertOptions, opts: GraphOptions, choice: auto.Choice) -> tuple[GraphOptions, auto.Choice]:

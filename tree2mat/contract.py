@@ -18,6 +18,9 @@ Contract 1 (``tree2mat.contract`` = ``1``), beside the keys every graph has:
   (:func:`leaf_twin`).
 - ``tree2mat.walk_rows*`` and ``tree2mat.walk_few*``: the ``If`` limits verify sets to run
   every row through every walk (:func:`tree2mat.verify.walking.walks`).
+- ``tree2mat.proximity_rows`` (a ``--proximity`` graph): the reference rows its ``proximity``
+  output compares with (:func:`proximity_metadata`), from which verify computes that output
+  itself, by the library's leaves.
 
 A graph with no ``tree2mat.contract`` predates it (tree2mat 0.1.0 before 2026-11-29): verify
 reads its exit layout from this release's form code, as it always did.
@@ -45,6 +48,7 @@ LEAF_KEY = "tree2mat.leaf_tensor"
 LAYOUT_KEY = "tree2mat.exit_layout"
 MAP_KEY = "tree2mat.exit_map"
 TWIN_KEY = "tree2mat.leaf_twin"
+PROXIMITY_KEY = "tree2mat.proximity_rows"
 
 #: How an exit index maps to leaf ids (``tree2mat.exit_layout``): ``leaves``: it is the leaf
 #: ids, trees in order; ``layout``: through the exit map (trees in another order, or positions
@@ -243,3 +247,39 @@ def leaf_twin(model: onnx.ModelProto) -> str:
     leaves = onnx.helper.make_node("Transpose", [ids.output[0]], [f"{name}_twin_leaves"], perm=[1, 0])
     model.graph.node.extend([twin, ids, leaves])
     return leaves.output[0]
+
+
+def proximity_metadata(rows: np.ndarray) -> dict[str, str]:
+    """``tree2mat.proximity_rows``: JSON ``{"rows": R, "features": F, "dtype": "float32" or
+    "float64", "data": ...}``, the reference rows [R, F] row-major as base64 of zlib-compressed
+    little-endian floats of the graph's input dtype."""
+    dtype = np.dtype(rows.dtype)
+    data = base64.b64encode(zlib.compress(np.ascontiguousarray(rows, dtype.newbyteorder("<")).tobytes(), 9)).decode("ascii")
+    R, F = rows.shape
+    return {PROXIMITY_KEY: json.dumps({"rows": int(R), "features": int(F), "dtype": dtype.name, "data": data}, separators=(",", ":"))}
+
+
+def read_proximity_rows(text: str, n_features: int, max_rows: int) -> np.ndarray:
+    """The reference rows [R, F] of ``tree2mat.proximity_rows`` (float32 or float64), of
+    ``n_features`` columns and at most ``max_rows`` rows (a file naming more is refused before
+    anything of that size is made); a ValueError naming what is wrong with it."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        raise ValueError(f"{PROXIMITY_KEY} is not JSON") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{PROXIMITY_KEY} is not a JSON object")
+    R, F, name, data = doc.get("rows"), doc.get("features"), doc.get("dtype"), doc.get("data")
+    if not isinstance(R, int) or not isinstance(F, int) or not 0 < R <= max_rows or F != n_features:
+        raise ValueError(f"{PROXIMITY_KEY} holds {R!r} rows of {F!r} features, expected 1 to {max_rows} rows of {n_features}")
+    if name not in ("float32", "float64") or not isinstance(data, str):
+        raise ValueError(f"{PROXIMITY_KEY}'s dtype {name!r} is neither float32 nor float64, or it holds no data")
+    dtype = np.dtype(name).newbyteorder("<")
+    size = R * F * dtype.itemsize
+    try:
+        raw = zlib.decompressobj().decompress(base64.b64decode(data.encode("ascii"), validate=True), size + 1)
+    except (ValueError, zlib.error) as exc:
+        raise ValueError(f"{PROXIMITY_KEY}'s data is not base64 of zlib: {exc}") from None
+    if len(raw) != size:
+        raise ValueError(f"{PROXIMITY_KEY} holds {len(raw)} bytes, expected {size}")
+    return np.frombuffer(raw, dtype).astype(np.dtype(name)).reshape(R, F)

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 
 from tree2mat import attention, frontends, pipelines
 from tree2mat.attention import graph as attention_graph
 from tree2mat.build import ConvertOptions, Progress, build_graph, quiet
-from tree2mat.errors import OptionError
+from tree2mat.data import load_data
+from tree2mat.errors import DataError, OptionError
 from tree2mat.forms import DEFAULT_FORM, auto
 from tree2mat.forms._graph import all_nodes
 from tree2mat.ir import limits
@@ -53,6 +56,7 @@ def convert(
     target: str | None = None,
     tree_weights: bool = False,
     tree_mask: str | None = None,
+    proximity: Any = None,
     progress: Progress | None = None,
 ) -> onnx.ModelProto:
     """Convert a fitted tree model (object, file path or ``Ensemble``) to an ONNX model.
@@ -60,28 +64,27 @@ def convert(
     ``form``: one of ``FORMS``, or ``auto`` (the default): the fastest exact form whose constants
     and intermediates for 10 000 rows fit ``max_memory`` bytes (default 4 GiB; the graph's metadata
     ``tree2mat.form`` and ``tree2mat.auto`` say which and why). An explicit form over
-    ``max_memory`` is refused before it is built, naming an exact form that fits. ``dtype``: the
-    input's, float32 (the default for a tree model) or float64 (the default for a pipeline).
-    ``opset``: default the newest the pinned onnxruntime runs (for a pipeline: that skl2onnx
-    converts).
-    ``batch_hint``: auto only, the rows per run the graph will mostly see (default 10 000):
-    auto picks the form fastest for such runs (at one row the operators' overhead counts most;
-    metadata ``tree2mat.batch_hint``).
-    ``target``: the runtime the graph is for (``tree2mat.forms.auto.TARGETS``: a runtime of
-    ``verify --runtime``, or ``cuda``): auto picks among the forms proven exact there (for
-    onnxruntime, node and wasm, ``treeensemble`` among them), and an explicit form not proven
-    there is refused. None (the default): the forms exact on every runtime of the matrix.
-    Metadata ``tree2mat.target``; ``verify`` warns when it proves the graph elsewhere.
-    ``temperature``: soft forms only (default 1, in input-feature units). ``matmul``: the
-    path-matching MatMul's element type (float32, or float16 / int8 for the sign and bitvector
-    forms; exact in every case). ``progress(step)`` is called as each step begins (reading the
-    model, building the graph, checking it). Every option is checked before the model is read.
+    ``max_memory`` is refused before it is built, naming an exact form that fits. ``dtype``: the input's,
+    float32 (the default for a tree model) or float64 (the default for a pipeline). ``opset``: default the
+    newest the pinned onnxruntime runs (for a pipeline: that skl2onnx converts). ``batch_hint``: auto only,
+    the rows per run the graph will mostly see (default 10 000): auto picks the form fastest for such runs
+    (metadata ``tree2mat.batch_hint``). ``target``: the runtime the graph is for (``auto.TARGETS``: a runtime
+    of ``verify --runtime``, or ``cuda``): auto picks among the forms proven exact there (for onnxruntime,
+    node and wasm, ``treeensemble`` among them), and an explicit form not proven there is refused. None (the
+    default): the forms exact on every runtime (``verify`` warns when it proves the graph elsewhere).
+    ``temperature``: soft forms only (default 1, in input-feature units). ``matmul``: the path-matching
+    MatMul's element type (float32, or float16 / int8 for the sign and bitvector forms; exact in every case).
+    ``progress(step)`` is called as each step begins. Every option is checked before the model is read.
 
     An attention forest (:mod:`tree2mat.attention`, or its file) becomes the forest's graph with
     the attention after it (:mod:`tree2mat.attention.graph`). ``tree_weights``: its graph also
     outputs ``tree_weights`` [N, T], each row's weight of each tree (the model's
-    ``attention(X)``); any other model refuses it. ``tree_mask`` (``"request"``: [T]; ``"rows"``: [N, T]): a
-    second input ``tree_mask`` (bool) keeps or drops each tree: staged predictions, exactly (docs/cli.md#convert).
+    ``attention(X)``); any other model refuses it.
+
+    Also (docs/cli.md#convert): ``tree_mask`` (``"request"``: [T]; ``"rows"``: [N, T]), a second input that
+    keeps or drops each tree (staged predictions, exactly); ``proximity``, reference rows [R, F] (an array,
+    a DataFrame, or a data file as ``verify`` reads ``data``) for an output ``proximity`` [N, R]: the
+    fraction of trees in which a row and a reference row share a leaf (Decision Machines eq. 6's delta).
 
     A scikit-learn ``Pipeline`` becomes one graph through skl2onnx (the ``pipelines`` extra):
     its tree step a tree2mat form, the other steps skl2onnx's (see :mod:`tree2mat.pipelines`).
@@ -95,12 +98,12 @@ def convert(
     """
     options = ConvertOptions.parse(
         form, dtype=dtype, opset=opset, raw=raw, leaves=leaves, temperature=temperature, matmul=matmul, max_memory=max_memory, batch_hint=batch_hint,
-        target=target, tree_weights=tree_weights, tree_mask=tree_mask,
+        target=target, tree_weights=tree_weights, tree_mask=tree_mask, proximity=proximity is not None,
     )
-    return _convert(model_or_path, options, progress or quiet)
+    return _convert(model_or_path, options, progress or quiet, proximity)
 
 
-def _convert(model_or_path: Any, options: ConvertOptions, step: Progress) -> onnx.ModelProto:
+def _convert(model_or_path: Any, options: ConvertOptions, step: Progress, proximity: Any = None) -> onnx.ModelProto:
     """:func:`convert` once its options are checked: the model read (within ``options.max_memory``)
     and built as what it is, an attention forest, a pipeline or a tree model."""
     step("reading the model")
@@ -110,6 +113,8 @@ def _convert(model_or_path: Any, options: ConvertOptions, step: Progress) -> onn
     if options.tree_mask is not None and (forest is not None or frontends.is_pipeline(obj)):
         kind = "an attention forest (its attention weighs every tree)" if forest is not None else "a pipeline (skl2onnx writes its inputs)"
         raise OptionError(f"--tree-mask: the graph of {kind} takes no tree mask; convert the tree model itself")
+    if proximity is not None and (forest is not None or frontends.is_pipeline(obj)):
+        raise OptionError(f"--proximity applies to a tree model's exact graph, not to {'an attention forest' if forest else 'a pipeline'}'s")
     if forest is not None:
         return attention_graph.build(forest, options, step)
     if options.tree_weights:
@@ -122,7 +127,24 @@ def _convert(model_or_path: Any, options: ConvertOptions, step: Progress) -> onn
         step(f"converting {pipelines.describe(obj)} through skl2onnx")
         return pipelines.convert_pipeline(obj, options, step)
     ens = frontends.named(model_or_path, frontends.to_ensemble, obj)
+    if proximity is not None:
+        options = replace(options, proximity=_reference_rows(proximity, ens))
     return build_graph(ens, options, step)
+
+
+def _reference_rows(given: Any, ens: Ensemble) -> np.ndarray:
+    """The reference rows of ``convert(proximity=...)`` as numbers [R, F] (float64): a data
+    file read as ``verify`` reads ``--data`` (a named-category column's names become their
+    codes), or an array or DataFrame of numbers; an OptionError where they cannot be read."""
+    try:
+        if isinstance(given, (str, Path)):
+            rows = load_data(given, None, dict(ens.category_labels) or None)
+        else:
+            with np.errstate(over="ignore"):
+                rows = np.asarray(given, np.float64)
+    except (DataError, ValueError, TypeError) as exc:
+        raise OptionError(f"--proximity: {exc}") from None
+    return rows  # (its shape checked as the graph is built: tree2mat.build.proximity_leaves)
 
 
 def _reading(step: Progress) -> Callable[[int, int], None]:

@@ -260,12 +260,9 @@ def build(
     def tail(b: GraphBuilder, exit: _exit.Exit) -> tuple[list[onnx.ValueInfoProto], np.dtype]:
         if opts.head is not None:  # another model's head on the leaves (no leaf values, no margin)
             outs = opts.head(b, exit)
-            if opts.leaves:
-                _exit.leaves_output(b, exit)
-                outs.append(tensor_info("leaves", np.int64, ["N", ens.n_trees]))
-            return outs, opts.dtype
+            return outs + exit_outputs(b, ens, opts, exit), opts.dtype
         m = _sums.leaf_margin(b, ens, st, exit, x, internal, opts.tree_mask)
-        return outputs(b, ens, m, opts, exit if opts.leaves else None), np.dtype(m.dtype)
+        return outputs(b, ens, m, opts, exit), np.dtype(m.dtype)
 
     if isinstance(found, _exit.Exit):
         outs, dtype = tail(g, found)
@@ -277,11 +274,20 @@ def build(
 
 def outputs(g: GraphBuilder, ens: Ensemble, m: _heads.Margin, opts: GraphOptions, exit: _exit.Exit | None = None) -> list[onnx.ValueInfoProto]:
     """Every form's tail: from the margin ``m`` to the graph contract's outputs (and, given the
-    ``exit``, the ``leaves`` output); their value infos."""
-    outs = _heads.emit(g, ens, m, opts)
-    if exit is not None:
+    ``exit``, the outputs of :func:`exit_outputs`); their value infos."""
+    return _heads.emit(g, ens, m, opts) + ([] if exit is None else exit_outputs(g, ens, opts, exit))
+
+
+def exit_outputs(g: GraphBuilder, ens: Ensemble, opts: GraphOptions, exit: _exit.Exit) -> list[onnx.ValueInfoProto]:
+    """The outputs read off the exit as ``opts`` asks: ``leaves`` [N, T] (``--leaves``) and
+    ``proximity`` [N, R] (``--proximity``); their value infos."""
+    outs = []
+    if opts.leaves:
         _exit.leaves_output(g, exit)
         outs.append(tensor_info("leaves", np.int64, ["N", ens.n_trees]))
+    if opts.proximity is not None:
+        _exit.proximity_output(g, exit, opts.proximity, opts.dtype)
+        outs.append(tensor_info("proximity", opts.dtype, ["N", int(opts.proximity.shape[0])]))
     return outs
 
 

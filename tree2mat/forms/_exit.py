@@ -78,3 +78,27 @@ class Branches(Protocol):
 def leaves_output(g: GraphBuilder, exit: Exit) -> str:
     """The ``leaves`` output [N, T] (``--leaves``): each row's leaf id per tree."""
     return g.op("Transpose", [exit.leaf_ids(g)], out="leaves", perm=[1, 0])
+
+
+#: The most reference rows x trees a ``proximity`` output compares (:func:`proximity_output`):
+#: the graph holds one int64 leaf id per pair (8 MiB at the bound) and, per input row, a bool
+#: and a float32 per pair ([T, N, R]: 5 MiB a row at the bound, 5 GiB for a batch of 1 000).
+MAX_PROXIMITY_PAIRS = 2**20
+
+
+def proximity_output(g: GraphBuilder, exit: Exit, reference: np.ndarray, dtype: np.dtype) -> str:
+    """The ``proximity`` output [N, R] (``dtype``, the graph's float outputs'): for each row and
+    each reference row, the fraction of the T trees in which the two reach the same leaf (the
+    random-forest kernel: Decision Machines eq. 6's delta, averaged over the trees). ``reference``:
+    the reference rows' leaf ids [R, T] (int64), numbered as :meth:`Exit.leaf_ids`. The count of
+    equal leaves is an integer at most T (``Equal``, ``Cast``, ``ReduceSum``: exact in float32
+    below 2**24, in any order), which picks its quotient c / T from a table of the T + 1 of them,
+    each correctly rounded here: OpenVINO's ``Div`` by T is not (9 / 20 gave 0.45000002)."""
+    R, T = reference.shape
+    ids = g.op("Unsqueeze", [exit.leaf_ids(g), g.const(np.asarray([2], np.int64), "proximity_axis")], "proximity_ids")  # [T, N, 1]
+    ref = g.const(np.ascontiguousarray(reference.T.reshape(T, 1, R), np.int64), "proximity_reference")  # [T, 1, R]
+    same = g.op("Cast", [g.op("Equal", [ids, ref], "proximity_same")], "proximity_ones", to=onnx.TensorProto.FLOAT)
+    count = g.op("ReduceSum", [same, g.const(np.asarray([0], np.int64), "proximity_trees")], "proximity_count", keepdims=0)
+    quotients = np.arange(T + 1, dtype=dtype) / dtype.type(T)  # (IEEE division: correctly rounded)
+    index = g.op("Cast", [count], "proximity_index", to=onnx.TensorProto.INT64)
+    return g.op("Gather", [g.const(quotients, "proximity_quotients"), index], out="proximity", axis=0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -61,12 +61,17 @@ TREE_MASK_SHAPES: dict[str, Callable[[int], list[int | str]]] = {"request": lamb
 @dataclass(frozen=True)
 class GraphOptions:
     """How to emit a graph. ``dtype`` is the input dtype (and of float outputs); ``raw`` exports
-    the margin before the link; ``leaves`` adds a ``leaves`` [N, T] int64 output (leaf ids)."""
+    the margin before the link; ``leaves`` adds a ``leaves`` [N, T] int64 output (leaf ids);
+    ``proximity``, the reference rows' leaf ids [R, T] (int64, the IR's numbering), adds a
+    ``proximity`` [N, R] output: the fraction of trees in which each row and each reference row
+    share a leaf."""
 
     dtype: np.dtype = np.dtype(np.float32)
     opset: int = DEFAULT_OPSET
     raw: bool = False
     leaves: bool = False
+    #: exact forms only: the reference rows' leaf ids [R, T] (:func:`tree2mat.forms._exit.proximity_output`).
+    proximity: np.ndarray | None = field(default=None, compare=False)
     #: soft forms only: the temperature (None: the form's default).
     temperature: float | None = None
     #: exact matrix forms only: element type of the path-matching MatMul (float32, float16, int8).

@@ -140,8 +140,8 @@ def bytes_per_row(ens: Ensemble) -> int:
 def _build(ens: Ensemble, opts: GraphOptions, name: str) -> onnx.ModelProto:
     if any(t.is_linear for t in ens.trees):
         raise UnsupportedModelError(f"the {name} form does not support linear leaves (LightGBM linear_tree); use an exact form")
-    if opts.leaves:
-        raise UnsupportedModelError(f"--leaves needs an exact form: the {name} form has no exit leaf")
+    if opts.leaves or opts.proximity is not None:
+        raise UnsupportedModelError(f"--{'leaves' if opts.leaves else 'proximity'} needs an exact form: the {name} form has no exit leaf")
     _stack.check_size(f"dense {name} layout", constant_bytes(ens))
     tau = DEFAULT_TEMPERATURE if opts.temperature is None else opts.temperature
     st = _stack.stack(ens, opts.dtype)

@@ -131,10 +131,11 @@ def sums_in_the_node(ens: Ensemble, opts: GraphOptions) -> bool:
     """Whether the node sums the leaf values itself (ml opset 5's ``TreeEnsemble``, doubles in,
     double sums out): for a library that sums in float64 (not XGBoost's float32 sums, which the
     node's threads would add in another order), one value per leaf (one output, or one class per
-    tree), no linear leaves, no ``--leaves`` or other head on the leaves, no tree mask (the node
-    sums every tree), an opset with ml 5."""
+    tree), no linear leaves, no ``--leaves``, ``--proximity`` or other head on the leaves, no tree
+    mask (the node sums every tree), an opset with ml 5."""
     return (
-        opts.opset >= ML5_MIN_OPSET and opts.ml_opset >= 5 and not opts.leaves and opts.head is None and opts.tree_mask is None
+        opts.opset >= ML5_MIN_OPSET and opts.ml_opset >= 5 and not opts.leaves and opts.proximity is None and opts.head is None
+        and opts.tree_mask is None
         and np.dtype(ens.accumulate_dtype) == np.float64 and not any(t.is_linear for t in ens.trees)
         and (ens.n_outputs == 1 or _stack.one_class_per_tree(ens))
     )

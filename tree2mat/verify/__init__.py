@@ -47,6 +47,7 @@ from tree2mat.verify.checks import DEFAULT_RTOL, compare, default_atol, differin
 from tree2mat.verify.chunks import CROSS_CHECK_ROWS, TREE_WEIGHTS, _check_rows, _Checks
 from tree2mat.verify.exits import LeafIds, _with_leaf_output
 from tree2mat.verify.notes import _NO_ROUTING, _below_proven_opset, _category_notes, _notes, _target_elsewhere
+from tree2mat.verify.proximity import proximity_check
 from tree2mat.verify.report import REPORT_SCHEMA, Mismatch, OutputReport, Report, Tie
 from tree2mat.verify.rows import MAX_ROWS, MAX_SYNTHESIZED_BYTES, synthesize
 from tree2mat.verify.runners import DEVICES, GraphRunner, _check_graph_input, _load_onnx, _metadata, check_operators, devices_for, run_graph, runtime_version
@@ -196,6 +197,7 @@ def _checks(
         forest_ties=forest is not None and forest.is_classifier,
         weights=None if weighed is None else _weights_check(weighed, meta.get("tree2mat.arithmetic", "float64"), atol),
         mask=masks.tree_mask(onx, subject.ens),
+        proximity=proximity_check(meta, subject, dtype),
     )
     if checks.mask is not None:
         notes.append(f"tree_mask ({checks.mask.kind}): the outputs above with every tree kept; the '(tree mask)' lines with the trees "

@@ -18,6 +18,7 @@ from tree2mat.ir.core import Ensemble, named_codes
 from tree2mat.verify.checks import compare, merge, tie_gaps
 from tree2mat.verify.exits import LeafIds
 from tree2mat.verify.masks import TreeMask
+from tree2mat.verify.proximity import PROXIMITY, ProximityCheck
 from tree2mat.verify.report import OutputReport
 from tree2mat.verify.runners import GraphRunner
 from tree2mat.verify.subject import EVALUATOR, Subject
@@ -75,6 +76,8 @@ class _Checks:
     #: The graph's tree mask (``convert --tree-mask``), or None: fed with every tree kept for the
     #: model's outputs, and cut after random counts of trees for the staged check (:meth:`_staged`).
     mask: TreeMask | None = None
+    #: A ``--proximity`` graph's check (its reference rows' leaves), or None.
+    proximity: ProximityCheck | None = None
 
     def chunk(self, X: np.ndarray, names: dict[int, np.ndarray] | None, offset: int) -> Iterator[tuple[str, OutputReport]]:
         """(walk, report) of each output on each run of the rows ``X``, row ``offset`` of the
@@ -90,16 +93,22 @@ class _Checks:
             atol = self.row_atol(X)[:, None]
             self.loose[0] += int(np.count_nonzero(atol[:, 0] > self.span))
         ens = self.subject.ens
-        leaves_ref = self._leaves(X_tree, names) if self.leaf_ids is not None else None
+        leaves_ref = self._leaves(X_tree, names) if self.leaf_ids is not None or self.proximity is not None else None
+        if self.proximity is not None and leaves_ref is not None:
+            expected[PROXIMITY] = self.proximity.expected(leaves_ref)
         near = evaluate.near_hyperplanes(ens, X_tree) if ens.is_oblique else None
         self.near[0] += 0 if near is None else int(np.count_nonzero(near))
         every = None if self.mask is None else self.mask.every_tree(X.shape[0])
         for runner, dev, walk, rows_per_run in self.runners:
-            got = runner.run(X, rows_per_run, every)
+            got = runner.run(X, self._per_run(rows_per_run), every)
             for rep in self._outputs(got, dev, expected, leaves_ref, X, offset, near, atol, names, weights_atol):
                 yield walk, rep
         if self.mask is not None:
             yield from self._staged(self.mask, X, X_tree, offset, near, atol)
+
+    def _per_run(self, rows_per_run: int) -> int:
+        """Rows per run: a walk's, fewer for a ``--proximity`` graph (its [T, N, R] comparison)."""
+        return rows_per_run if self.proximity is None else min(rows_per_run, self.proximity.rows_per_run)
 
     def _staged(self, mask: TreeMask, X: np.ndarray, X_tree: np.ndarray, offset: int, near: np.ndarray | None,
                 atol: Any) -> Iterator[tuple[str, OutputReport]]:
@@ -113,7 +122,7 @@ class _Checks:
         margins = evaluate.margin(ens, X_tree, keep=keep)
         label = expected.get("label")
         for runner, dev, walk, rows_per_run in self.runners:
-            got = runner.run(X, rows_per_run, feed)
+            got = runner.run(X, self._per_run(rows_per_run), feed)
             for name, exp in expected.items():
                 ties = None
                 if name == "label" and label is not None and self.tie_bound > 0 and name in got:
@@ -178,14 +187,14 @@ class _Checks:
                 continue
             ties = self._ties(X, names, expected, got[name], atol) if name == "label" else None
             tol: Any = weights_atol[:, None] if name == TREE_WEIGHTS and weights_atol is not None else atol
-            yield compare(name, dev, got[name], np.asarray(exp), X, tol, self.rtol, name == "label", self.max_report, offset, near, ties)
+            yield compare(name, dev, got[name], np.asarray(exp), X, tol, self.rtol, name in ("label", PROXIMITY), self.max_report, offset, near, ties)
         if leaves_ref is not None and self.leaf_ids is not None:
             try:
                 got_leaves = self.leaf_ids(got[self.leaf_name])
             except ValueError as exc:  # an index of the wrong shape: a broken graph
                 raise VerificationError(f"the graph's leaf ids: {exc}") from exc
             yield compare("routing", dev, got_leaves, leaves_ref, X, 0, 0, True, self.max_report, offset, near)
-        if leaves_ref is not None and "leaves" in got:  # a --leaves graph's own output
+        if leaves_ref is not None and self.leaf_ids is not None and "leaves" in got:  # a --leaves graph's own output
             yield compare("leaves", dev, got["leaves"], leaves_ref, X, 0, 0, True, self.max_report, offset, near)
 
     def notes(self) -> list[str]:
@@ -214,6 +223,8 @@ class _Checks:
                 f"rows spread over the first {self.disagree[2]} in different leaves: tree2mat read the model wrong (a bug: please "
                 f"report it); the routing above is checked against {self.routing_by[0]}'s own leaves"
             )
+        if self.proximity is not None:
+            notes.append(self.proximity.note())
         if self.why_not:
             notes.append(f"routing checked against tree2mat's reference evaluator, not the library's own leaves: {self.why_not[0]} (please report it)")
         return notes
