@@ -62,6 +62,7 @@ from tree2mat.learn.em import (
     leaf_means,
     leaf_update,
     leaf_variance,
+    log_likelihood,
     m_step,
     responsibilities,
     start_variance,
@@ -95,6 +96,6 @@ from tree2mat.learn.training import (
 __all__ = [
     "ADAM_BETAS", "ADAM_EPSILON", "BATCH_SIZE", "EPOCHS", "GROW_ATTEMPTS", "GROW_EPOCHS", "LEARNING_RATE", "STEEPNESS", "STEEPNESS_INCREASE",
     "VARIANCE_FLOOR", "Epoch", "Growth", "GrowthStep", "Learned", "SoftTree", "check_options", "e_step", "feature_subsets", "forest_proba",
-    "gaussian_responsibilities", "harden", "learn", "leaf_means", "leaf_update", "leaf_variance", "log_paths", "log_sigmoid", "m_step",
+    "gaussian_responsibilities", "harden", "learn", "leaf_means", "leaf_update", "leaf_variance", "log_likelihood", "log_paths", "log_sigmoid", "m_step",
     "responsibilities", "sigmoid", "split_objective", "standardization", "start_tree", "start_variance", "tree_proba",
 ]

@@ -95,6 +95,21 @@ def start_variance(tree: SoftTree, Z: np.ndarray, Y: np.ndarray, gamma: float) -
     return leaf_variance(np.exp(log_paths(tree, Z, gamma)), tree.leaves, Y)
 
 
+def log_likelihood(tree: SoftTree, Z: np.ndarray, y: np.ndarray, gamma: float) -> float:
+    """Eq. 4, the objective EM climbs: ``sum_n log p(y_n | z_n) = sum_n log sum_l pi_l[y_n] mu_l(z_n)``
+    at steepness ``gamma`` (class indices ``y`` [N]); Gaussian leaves (``tree.variance`` set, targets
+    ``y`` [N, K]): ``sum_n log sum_l mu_l(z_n) N(y_n; m_l, sigma^2 I)``. ``-inf`` where a row's class
+    no leaf holds. Summed over the leaves in the log domain: a steep tree's ``mu_l`` underflow."""
+    log_mu = log_paths(tree, Z, gamma)
+    with np.errstate(divide="ignore"):
+        if tree.variance is None:
+            logits = log_mu + np.log(tree.leaves[:, y].T)
+        else:
+            density = -0.5 * y.shape[1] * np.log(2.0 * np.pi * tree.variance)
+            logits = log_mu - _squared_errors(tree.leaves, y) / (2.0 * tree.variance) + density
+    return float(np.sum(np.logaddexp.reduce(logits, axis=1)))
+
+
 def e_step(tree: SoftTree, log_mu: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The tree's responsibilities for its leaf model: class indices ``y`` [N] (a classification
     tree) or targets [N, K] (a regression tree, ``tree.variance`` set)."""
