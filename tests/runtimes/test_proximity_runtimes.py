@@ -52,6 +52,12 @@ def case(name: str, form: str):
 def test_proximity_graphs_give_the_library_s_kernel_on_every_runtime(name, form, runtime):
     if runtime in NODE and not RUNTIMES[runtime].available():
         pytest.skip(f"{runtime}: no node on the PATH or no npm package (make test installs it when node is present)")
+    assert_proximity_on(name, form, runtime)
+
+
+def assert_proximity_on(name: str, form: str, runtime: str) -> None:
+    """The proximity graph of model ``name`` and ``form`` on ``runtime``: the library's kernel in
+    batches that take each walk, and verify passes it there (also tests/runtimes/test_webgpu.py's)."""
     model, onx, X, expected = case(name, form)
     runner = GraphRunner(onx, "cpu", runtime)
     small = int({p.key: p.value for p in onx.metadata_props}.get("tree2mat.walk_rows", X.shape[0]))

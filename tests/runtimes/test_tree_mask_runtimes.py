@@ -39,6 +39,12 @@ def graph(name: str, form: str, kind: str, opset: int | None) -> onnx.ModelProto
 @pytest.mark.parametrize("name", ["XGBClassifier, NaN", "LGBMClassifier 3 classes, NaN"])
 def test_masked_graphs_on_every_runtime(name, form, runtime):
     needs(runtime)
+    assert_staged_on(name, form, runtime)
+
+
+def assert_staged_on(name: str, form: str, runtime: str) -> None:
+    """The masked graph (a mask per row) of model ``name`` and ``form`` on ``runtime`` gives the
+    library's staged predictions (also tests/runtimes/test_webgpu.py's)."""
     model = fitted(name)
     ens = tree2mat.load(model)
     rounds, staged = STAGED[name][0](model), STAGED[name][1]

@@ -8,7 +8,9 @@ onnxruntime-web's WebGPU backends: ``webgpu`` (the ``onnxruntime-web/webgpu`` im
 - the default graphs of the matrix's attention forests, against their own predict;
 - each exact form's graph of the matrix's oblique forest, against the reference evaluator;
 - each exact form's graph of the matrix's CatBoost classifiers, against CatBoost's predict;
-- the browser example (examples/web) scores its rows on WebGPU with scikit-learn's labels.
+- the browser example (examples/web) scores its rows on WebGPU with scikit-learn's labels;
+- each exact form's graph with a tree mask (``convert --tree-mask rows``) against the library's
+  staged predictions, and with a ``proximity`` output against the library's leaf kernel.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from test_runtimes import (
 )
 
 RESULTS = ROOT / "build" / "webgpu.json"
+#: (form, runtime): each exact form on each WebGPU runtime its spec proves it on.
+PROVEN_HERE = [(form, runtime) for form in EXACT for runtime in BROWSER if runtime in tree2mat.FORMS[form].proven_on]
 
 pytestmark = pytest.mark.skipif(os.environ.get("TREE2MAT_WEBGPU") != "1", reason="WebGPU tests run with make test-webgpu (TREE2MAT_WEBGPU=1)")
 
@@ -187,3 +191,12 @@ def test_the_browser_example_scores_on_webgpu(tmp_path):
     assert page.get("backend") == "webgpu", page
     assert page["matches"] == page["rows"] == 72, page
     assert page["maxError"] < 1e-6, page
+
+
+@pytest.mark.parametrize(("form", "runtime"), PROVEN_HERE)
+def test_tree_mask_and_proximity_on_webgpu(form, runtime):
+    from test_proximity_runtimes import assert_proximity_on
+    from test_tree_mask_runtimes import assert_staged_on
+
+    assert_staged_on("LGBMClassifier 3 classes, NaN", form, runtime)
+    assert_proximity_on("XGBClassifier, NaN", form, runtime)
