@@ -45,7 +45,7 @@ TreeWeightsOption = Annotated[bool, typer.Option("--tree-weights", help=(
 TreeMaskOption = Annotated[str | None, typer.Option("--tree-mask", metavar="request|rows", help=(
     "Add a second input 'tree_mask' (bool) that keeps or drops each tree: 'request', one mask [trees] for every row of a "
     "run; 'rows', one per row [N, trees]. The first k rounds give the library's staged predictions (XGBoost iteration_range, "
-    "LightGBM num_iteration, ...) exactly; summed ensembles only. Without it the graph is unchanged."
+    "LightGBM num_iteration, ...), every leaf exact; summed ensembles only. Without it the graph is unchanged."
 ))]
 MaxMemoryOption = Annotated[str | None, typer.Option("--max-memory", help=(
     "Memory the graph may take (constants and intermediates for 10 000 rows), e.g. 4G (the default), 512M: auto "

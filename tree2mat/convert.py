@@ -82,7 +82,7 @@ def convert(
     ``attention(X)``); any other model refuses it.
 
     Also (docs/cli.md#convert): ``tree_mask`` (``"request"``: [T]; ``"rows"``: [N, T]), a second input that
-    keeps or drops each tree (staged predictions, exactly); ``proximity``, reference rows [R, F] (an array,
+    keeps or drops each tree (staged predictions, every leaf exact); ``proximity``, reference rows [R, F] (an array,
     a DataFrame, or a data file as ``verify`` reads ``data``) for an output ``proximity`` [N, R]: the
     fraction of trees in which a row and a reference row share a leaf (Decision Machines eq. 6's delta).
 
