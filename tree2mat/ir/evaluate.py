@@ -348,7 +348,11 @@ def isolation_cutoff(params: OutlierParams) -> float:
 def predict(ensemble: Ensemble, X: np.ndarray, raw: bool = False, keep: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The outputs the graph contract names, computed by traversal (float64 values); ``keep``:
     the trees kept, see :func:`margin`."""
-    m = margin(ensemble, X, keep=keep)
+    return outputs(ensemble, margin(ensemble, X, keep=keep), raw)
+
+
+def outputs(ensemble: Ensemble, m: np.ndarray, raw: bool = False) -> dict[str, np.ndarray]:
+    """The outputs the graph contract names from the margin ``m`` [N, K] (:func:`margin`)."""
     out: dict[str, np.ndarray] = {}
     if ensemble.task is Task.CLASSIFICATION:
         out["label"] = labels(ensemble, m)

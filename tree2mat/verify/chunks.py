@@ -118,8 +118,8 @@ class _Checks:
         on its margins, within ``tie_bound``) counted apart."""
         ens = self.subject.ens
         feed, keep = mask.staged(X.shape[0], offset)
-        expected = evaluate.predict(ens, X_tree, self.raw, keep)
         margins = evaluate.margin(ens, X_tree, keep=keep)
+        expected = evaluate.outputs(ens, margins, self.raw)
         label = expected.get("label")
         for runner, dev, walk, rows_per_run in self.runners:
             got = runner.run(X, self._per_run(rows_per_run), feed)
